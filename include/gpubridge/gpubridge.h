@@ -1,0 +1,247 @@
+/*
+ * gpubridge: one collective-communication library for jobs that mix GPU vendors.
+ *
+ * The API is NCCL's under the prefix `gb`: same argument order, counts in
+ * elements, streams as `void*` (a cudaStream_t, a hipStream_t, or a stream made
+ * by gbStreamCreate), same in-place rules, same enum values. Porting is a rename.
+ *
+ * Threading: a communicator may be used by one thread at a time, except
+ * gbCommAbort and gbCommGetAsyncError, which may be called from any thread.
+ *
+ * Vendor-neutral: this header needs only <stddef.h> and <stdint.h>.
+ */
+#ifndef GPUBRIDGE_GPUBRIDGE_H
+#define GPUBRIDGE_GPUBRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GB_MAJOR 0
+#define GB_MINOR 1
+#define GB_PATCH 0
+#define GB_VERSION_CODE (GB_MAJOR * 10000 + GB_MINOR * 100 + GB_PATCH)
+
+/* ------------------------------------------------------------------ types */
+
+/* An opaque communicator. */
+typedef struct gbComm* gbComm_t;
+
+#define GB_UNIQUE_ID_BYTES 128
+/* Holds the rendezvous root's address and a random job secret. Made by one
+ * process with gbGetUniqueId and handed to every rank out of band. */
+typedef struct {
+  char internal[GB_UNIQUE_ID_BYTES];
+} gbUniqueId;
+
+/* Result codes. 0..8 equal ncclResult_t's values. */
+typedef enum {
+  gbSuccess = 0,
+  gbUnhandledCudaError = 1, /* a CUDA or HIP runtime call failed */
+  gbSystemError = 2,        /* an OS call failed: socket, thread, memory */
+  gbInternalError = 3,      /* a bug in gpubridge */
+  gbInvalidArgument = 4,    /* a bad argument: the message says which */
+  gbInvalidUsage = 5,       /* a call the communicator's state forbids */
+  gbRemoteError = 6,        /* another rank failed or closed its connection */
+  gbInProgress = 7,         /* non-blocking communicator: not finished yet */
+  gbTimeout = 8,            /* a wait passed GPUBRIDGE_TIMEOUT */
+  gbNumResults = 9
+} gbResult_t;
+
+/* Data types. Values equal ncclDataType_t's. */
+typedef enum {
+  gbInt8 = 0, gbChar = 0,
+  gbUint8 = 1,
+  gbInt32 = 2, gbInt = 2,
+  gbUint32 = 3,
+  gbInt64 = 4,
+  gbUint64 = 5,
+  gbFloat16 = 6, gbHalf = 6,
+  gbFloat32 = 7, gbFloat = 7,
+  gbFloat64 = 8, gbDouble = 8,
+  gbBfloat16 = 9,
+  gbNumTypes = 10
+} gbDataType_t;
+
+/* Reduction operations. Values equal ncclRedOp_t's. gbAvg is the sum divided
+ * by the number of ranks; it needs a floating-point type. */
+typedef enum {
+  gbSum = 0,
+  gbProd = 1,
+  gbMax = 2,
+  gbMin = 3,
+  gbAvg = 4,
+  gbNumOps = 5
+} gbRedOp_t;
+
+/* How a collective crosses vendor islands. */
+typedef enum {
+  gbPolicyAuto = 0,         /* native with one island, else hierarchical */
+  gbPolicyHierarchical = 1, /* island reduce, bridge among leaders, island broadcast */
+  gbPolicyNative = 2,       /* one island only: the vendor library alone */
+  gbPolicyFlat = 3,         /* every rank stages to host; one host collective: the reference */
+  gbNumPolicies = 4
+} gbPolicy_t;
+
+/* The bridge's transport between hosts. */
+typedef enum {
+  gbTransportTcp = 0,
+  gbNumTransports = 1
+} gbTransport_t;
+
+/* Whether this rank's GPU is real or simulated on the host. */
+typedef enum {
+  gbRunReal = 0,      /* a real GPU and its vendor library */
+  gbRunSimulated = 1, /* GPUBRIDGE_VENDOR: a simulated GPU on the host */
+  gbRunCpu = 2        /* no GPU: a host island (plain CPU job) */
+} gbRunKind_t;
+
+/* The value of a gbConfig_t field left unset. */
+#define GB_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define GB_CONFIG_MAGIC 0xcafebeefu
+
+/* Communicator settings. Start from GB_CONFIG_INITIALIZER; a field left unset
+ * takes its GPUBRIDGE_* environment variable, then the default. */
+typedef struct {
+  size_t size;           /* sizeof(gbConfig_t) */
+  unsigned int magic;    /* GB_CONFIG_MAGIC */
+  unsigned int version;  /* GB_VERSION_CODE */
+  int blocking;          /* 1 (default): init blocks; 0: init returns gbInProgress */
+  int policy;            /* a gbPolicy_t; default GPUBRIDGE_POLICY */
+  int transport;         /* a gbTransport_t; default GPUBRIDGE_TRANSPORT */
+  int timeoutSeconds;    /* every wait's deadline; default GPUBRIDGE_TIMEOUT */
+  int chunkBytes;        /* pipeline chunk of a bridged collective; default GPUBRIDGE_CHUNK_BYTES */
+} gbConfig_t;
+
+#define GB_CONFIG_INITIALIZER                                                  \
+  {                                                                            \
+    sizeof(gbConfig_t), GB_CONFIG_MAGIC, GB_VERSION_CODE, GB_CONFIG_UNDEF_INT, \
+        GB_CONFIG_UNDEF_INT, GB_CONFIG_UNDEF_INT, GB_CONFIG_UNDEF_INT,         \
+        GB_CONFIG_UNDEF_INT                                                    \
+  }
+
+/* The shape of a communicator. Arrays are owned by the communicator and valid
+ * until it is destroyed. Islands are numbered in the order of their leaders'
+ * ranks; an island's leader is its lowest rank. */
+typedef struct {
+  int nranks;
+  int rank;
+  int nislands;
+  int island;                    /* this rank's island */
+  int runKind;                   /* a gbRunKind_t, the same on every rank */
+  int policy;                    /* the gbPolicy_t that gbPolicyAuto resolved to for large messages */
+  const int* islandOfRank;       /* [nranks] */
+  const int* leaderOfIsland;     /* [nislands] global rank of each island's leader */
+  const int* islandSize;         /* [nislands] */
+  const char* const* islandVendor; /* [nislands] "nvidia", "amd", "cpu", ... */
+} gbTopology_t;
+
+/* ---------------------------------------------------------- version, errors */
+
+/* Writes GB_VERSION_CODE of the loaded library. */
+gbResult_t gbGetVersion(int* version);
+
+/* A short, static description of a result code. */
+const char* gbGetErrorString(gbResult_t result);
+
+/* The last error message this process recorded, with its cause and what to do;
+ * "" if none. comm may be NULL. The text is valid until the next gpubridge call
+ * on this thread. */
+const char* gbGetLastError(gbComm_t comm);
+
+/* ----------------------------------------------------------- communicators */
+
+/* Makes a new unique id and starts, in this process, the rendezvous root that
+ * serves the ranks which init with it. Call once per communicator, on one
+ * process, and pass the bytes to every rank. Does not block. */
+gbResult_t gbGetUniqueId(gbUniqueId* uniqueId);
+
+/* Creates a communicator of nranks ranks; this process is `rank`. Collective:
+ * every rank calls it with the same id and nranks. Blocks until every rank
+ * joined and the root's one verdict arrived: either the topology, or an error
+ * (the same text on every rank, see gbGetLastError) naming each rank at fault. */
+gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int rank);
+
+/* As gbCommInitRank, with settings. With config->blocking == 0 it returns
+ * gbInProgress at once; poll gbCommGetAsyncError until it stops saying so. */
+gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId,
+                                int rank, gbConfig_t* config);
+
+/* Creates a communicator from a launcher's environment: GPUBRIDGE_UNIQUE_ID, or
+ * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun, gpubridge-run),
+ * SLURM_PROCID/SLURM_NTASKS (Slurm), OMPI_COMM_WORLD_RANK/SIZE (Open MPI).
+ * Rank 0 hosts the rendezvous root on MASTER_ADDR:MASTER_PORT. config may be
+ * NULL. Blocks like gbCommInitRank. */
+gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config);
+
+/* Waits (up to the deadline) until every collective enqueued on comm has
+ * finished its host steps. Collective in effect: do it on every rank. */
+gbResult_t gbCommFinalize(gbComm_t comm);
+
+/* Finalizes if needed, then frees every resource of comm. */
+gbResult_t gbCommDestroy(gbComm_t comm);
+
+/* Stops comm at once, from any thread: every wait inside gpubridge for comm
+ * returns, pending work is dropped, peers see the connections close. Frees comm. */
+gbResult_t gbCommAbort(gbComm_t comm);
+
+/* gbSuccess, gbInProgress while a non-blocking init runs, or the first error
+ * of asynchronous work (a peer that failed, a deadline passed). Any thread. */
+gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError);
+
+gbResult_t gbCommCount(const gbComm_t comm, int* count);
+gbResult_t gbCommUserRank(const gbComm_t comm, int* rank);
+gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology);
+
+/* ------------------------------------------------------------ collectives
+ * Each call checks its arguments on the calling thread and returns an error
+ * before anything is enqueued; then it enqueues the work on `stream` and
+ * returns without waiting for the GPU or the network. Results are ready when
+ * the stream reaches that point (gbStreamSynchronize, cudaStreamSynchronize).
+ * Every rank must call the same collectives in the same order.
+ * A count of 0 is valid and does nothing.
+ *
+ * Results are bit-identical on every rank: each element is reduced in exactly
+ * one place, in the order docs/REDUCTION_ORDER.md documents, then copied.
+ */
+
+/* recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. */
+gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                       gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
+                       void* stream);
+
+/* Copies root's sendbuff into every rank's recvbuff. sendbuff is read on the
+ * root only. In place when sendbuff == recvbuff. */
+gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                       gbDataType_t datatype, int root, gbComm_t comm,
+                       void* stream);
+
+/* The stream passes this point once every rank's stream reached it. */
+gbResult_t gbBarrier(gbComm_t comm, void* stream);
+
+/* ------------------------------------------------ device helpers (gpubridge)
+ * Vendor-neutral access to this process's device, so tools and tests need no
+ * CUDA or HIP headers: the real GPU, or host memory and worker-thread streams
+ * when simulated. The device is chosen on first use from GPUBRIDGE_VENDOR. */
+
+gbResult_t gbMemAlloc(void** ptr, size_t size);
+gbResult_t gbMemFree(void* ptr);
+/* Synchronous copies between host memory and device memory. */
+gbResult_t gbMemcpyToDevice(void* dst, const void* src, size_t size);
+gbResult_t gbMemcpyToHost(void* dst, const void* src, size_t size);
+
+gbResult_t gbStreamCreate(void** stream);
+/* Waits until the stream's work is done. Returns the stream's first error:
+ * a failed collective on a simulated device shows here as well as through
+ * gbCommGetAsyncError. */
+gbResult_t gbStreamSynchronize(void* stream);
+gbResult_t gbStreamDestroy(void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUBRIDGE_GPUBRIDGE_H */

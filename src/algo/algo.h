@@ -1,0 +1,47 @@
+/* Host-memory collectives over a group of net connections. Used by the bridge
+ * (among island leaders), by flat (among all ranks) and by host islands.
+ *
+ * Reduction order (docs/REDUCTION_ORDER.md), per call of count elements over
+ * n members (member order = group order):
+ *  - bytes < ringMinBytes or n < 3: "exchange": every member receives every
+ *    contribution and folds x0 op x1 op ... op x(n-1), left to right.
+ *  - otherwise "ring": slice j = [floor(j*count/n), floor((j+1)*count/n)) is
+ *    folded x(j+1) op x(j+2) op ... op x(j) (indices mod n, left to right),
+ *    on member j, then all-gathered.
+ *  Reduce uses the all-reduce's order. divisor > 0 divides the result once,
+ *  where it is reduced, before it is copied (avg). */
+#ifndef GB_ALGO_ALGO_H
+#define GB_ALGO_ALGO_H
+
+#include <stddef.h>
+#include "gpubridge/gpubridge.h"
+#include "net/net.h"
+
+typedef struct {
+  int n;                       /* members */
+  int me;                      /* my index */
+  gbNetConn_t** conns;         /* [n]; conns[me] is NULL */
+  const int* ranks;            /* [n] global ranks, for messages */
+  const char* name;            /* "bridge", "world", "island nvidia" */
+  const gbNetOps_t* net;
+  double timeoutSec;           /* each call's deadline is now + timeoutSec */
+  const volatile int* abortFlag;
+  size_t ringMinBytes;
+  size_t pieceBytes;           /* pipelining unit inside an algorithm */
+  void* scratch;               /* owned by the group, grown on demand */
+  size_t scratchBytes;
+} gbAlgoGroup_t;
+
+/* recv = op over members of send (send may equal recv). op: sum, prod, max,
+ * min (pass avg as sum with divisor). */
+gbResult_t gbAlgoAllReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
+                           gbDataType_t dt, gbRedOp_t op, int divisor);
+/* recv on member root only (recv may be NULL elsewhere); same order as all-reduce. */
+gbResult_t gbAlgoReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
+                        gbDataType_t dt, gbRedOp_t op, int divisor, int root);
+/* Pipelined broadcast of bytes from member root along a chain. */
+gbResult_t gbAlgoBroadcast(gbAlgoGroup_t* g, void* buf, size_t bytes, int root);
+
+void gbAlgoGroupFree(gbAlgoGroup_t* g); /* frees scratch only */
+
+#endif

@@ -1,0 +1,31 @@
+/* Data types and the host reduction kernels. Every reduction in gpubridge that
+ * runs on the host goes through gbReduceInto, so every rank computes the same
+ * bits: float16 and bfloat16 are widened to float, combined, and rounded back
+ * (round to nearest even) at every application of the op. */
+#ifndef GB_BASE_DTYPE_H
+#define GB_BASE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpubridge/gpubridge.h"
+
+size_t gbDtypeSize(gbDataType_t dt);          /* 0 for an unknown type */
+const char* gbDtypeName(gbDataType_t dt);     /* "float32"; "unknown" */
+int gbDtypeIsFloat(gbDataType_t dt);
+const char* gbOpName(gbRedOp_t op);           /* "sum"; "unknown" */
+
+/* acc[i] = acc[i] op in[i] for i < count. op is sum, prod, max or min (avg is
+ * sum here; the caller divides once with gbDivideBy). Integers wrap. max/min
+ * return NaN when either side is NaN. */
+void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRedOp_t op);
+
+/* buf[i] /= divisor, for a floating type (in float for f16/bf16, then rounded). */
+void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor);
+
+/* Conversions used by the kernels (exposed for tests and tools). */
+float gbHalfToFloat(uint16_t h);
+uint16_t gbFloatToHalf(float f);
+float gbBf16ToFloat(uint16_t b);
+uint16_t gbFloatToBf16(float f);
+
+#endif

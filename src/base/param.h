@@ -1,0 +1,73 @@
+/* The one declared table of GPUBRIDGE_* parameters: name, type, default, doc.
+ * Read once from the environment. An invalid value is not a silent default:
+ * it is kept as an error text that the start-up exchange reports on every
+ * rank. Unknown GPUBRIDGE_* names are warned about. */
+#ifndef GB_BASE_PARAM_H
+#define GB_BASE_PARAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  GB_PARAM_DEBUG,
+  GB_PARAM_DEBUG_SUBSYS,
+  GB_PARAM_DEBUG_FILE,
+  GB_PARAM_VENDOR,
+  GB_PARAM_POLICY,
+  GB_PARAM_TRANSPORT,
+  GB_PARAM_TIMEOUT,
+  GB_PARAM_SOCKET_IFNAME,
+  GB_PARAM_NSOCKS_PERPEER,
+  GB_PARAM_CHUNK_BYTES,
+  GB_PARAM_STAGING_SLOTS,
+  GB_PARAM_RING_MIN_BYTES,
+  GB_PARAM_JOB_SECRET,
+  GB_PARAM_UNIQUE_ID,
+  GB_PARAM_COUNT
+} gbParamId_t;
+
+typedef enum {
+  GB_PARAM_INT,    /* decimal integer within [min, max] */
+  GB_PARAM_SIZE,   /* bytes, with optional K, M, G suffix (1024-based), within [min, max] */
+  GB_PARAM_ENUM,   /* one of a list of names; value is the index */
+  GB_PARAM_STRING  /* free text, checked by the user of the value */
+} gbParamType_t;
+
+typedef struct {
+  const char* name;          /* "GPUBRIDGE_TIMEOUT" */
+  gbParamType_t type;
+  const char* defaultText;   /* as a user would write it */
+  const char* const* choices;/* GB_PARAM_ENUM: NULL-terminated names */
+  int64_t min, max;          /* GB_PARAM_INT and GB_PARAM_SIZE */
+  int mustAgree;             /* every rank must hold the same value */
+  const char* doc;           /* one line */
+} gbParamDesc_t;
+
+/* Reads the environment (once; later calls do nothing). */
+void gbParamInit(void);
+/* Forget what was read (tests only). */
+void gbParamReset(void);
+
+const gbParamDesc_t* gbParamDesc(gbParamId_t id);
+
+/* The value: for INT/SIZE the number, for ENUM the index. An invalid value
+ * reads as the default. */
+int64_t gbParamInt(gbParamId_t id);
+/* For STRING (and any type): the text in effect ("" when unset, no default). */
+const char* gbParamString(gbParamId_t id);
+/* Whether the user set it in the environment. */
+int gbParamIsSet(gbParamId_t id);
+
+/* The invalid values found, one per line: "GPUBRIDGE_POLICY=bogus is not one of
+ * auto, hierarchical, native, flat". "" if all are valid. */
+const char* gbParamErrors(void);
+
+/* Parses text as the parameter's type: 0 and *value on success, else -1 and a
+ * message in err (what is wrong and what is allowed). */
+int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, size_t errLen);
+
+/* Writes the table (name, type, default, current value, doc) as text, or as a
+ * Markdown table when markdown != 0. */
+void gbParamPrintTable(void* file /* FILE* */, int markdown);
+
+#endif

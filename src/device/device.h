@@ -1,0 +1,71 @@
+/* The vendor runtime behind one ops table. One device per process, chosen on
+ * first use: a real GPU (cuda/, hip/, loaded with dlopen) or the host device
+ * (host/): streams are worker threads and flags are host words, so the same
+ * schedule runs with or without a GPU. */
+#ifndef GB_DEVICE_DEVICE_H
+#define GB_DEVICE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpubridge/gpubridge.h"
+
+/* A word in host memory that streams and the proxy thread signal through.
+ * value only grows. error != 0 carries a gbResult_t to whoever waits. */
+typedef struct {
+  volatile uint64_t value;
+  volatile int error;
+  int pad;
+} gbFlag_t;
+
+/* Work a stream runs on the host (the host device's island steps). */
+typedef gbResult_t (*gbStreamFn_t)(void* arg);
+
+typedef struct gbDeviceOps {
+  const char* name;         /* "host", "cuda", "hip" */
+  int runKind;              /* gbRunKind_t */
+  const char* vendor;       /* island label: "nvidia", "amd", or GPUBRIDGE_VENDOR's value */
+
+  gbResult_t (*memAlloc)(void** ptr, size_t bytes);
+  gbResult_t (*memFree)(void* ptr);
+  gbResult_t (*memcpyToDevice)(void* dst, const void* src, size_t bytes);
+  gbResult_t (*memcpyToHost)(void* dst, const void* src, size_t bytes);
+
+  /* Host memory the device can reach (pinned and mapped): staging slots, flags. */
+  gbResult_t (*hostAlloc)(void** ptr, size_t bytes);
+  gbResult_t (*hostFree)(void* ptr);
+
+  gbResult_t (*streamCreate)(void** stream);
+  gbResult_t (*streamDestroy)(void* stream);
+  /* Waits for the stream; returns (and clears) the stream's first error. */
+  gbResult_t (*streamSynchronize)(void* stream);
+
+  /* Stream work, in stream order; each returns once enqueued.
+   * stream NULL is the device's default stream. */
+  gbResult_t (*copyAsync)(void* dst, const void* src, size_t bytes, void* stream);
+  /* The stream sets flag->value = value. */
+  gbResult_t (*flagWrite)(gbFlag_t* flag, uint64_t value, void* stream);
+  /* The stream waits until flag->value >= value; a flag error becomes the
+   * stream's error. */
+  gbResult_t (*flagWait)(gbFlag_t* flag, uint64_t value, void* stream);
+  /* The stream runs fn(arg) on a host thread, then freeArg(arg) (also when
+   * the work is dropped after an earlier error). NULL where the device has no
+   * host work (a real GPU). */
+  gbResult_t (*launchHostFn)(void* stream, gbStreamFn_t fn, void* arg, void (*freeArg)(void*));
+} gbDeviceOps;
+
+/* This process's device, chosen once: GPUBRIDGE_VENDOR set -> host device
+ * simulating that vendor; else the host device as a CPU rank. */
+gbResult_t gbDeviceGet(const gbDeviceOps** out);
+
+/* The host device (also for tests). */
+const gbDeviceOps* gbDeviceHostOps(void);
+
+/* Waits on the host until flag->value >= value: spins briefly, then polls,
+ * until the deadline (seconds from now) or *abortFlag. Returns gbSuccess,
+ * the flag's error, gbTimeout, or gbRemoteError when aborted. */
+gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
+                          const volatile int* abortFlag);
+/* Sets value (and error first, when nonzero) with release ordering. */
+void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error);
+
+#endif

@@ -1,0 +1,42 @@
+/* Native collectives of one vendor island behind one ops table: nccl/ and
+ * rccl/ (real GPUs, dlopen'd), host/ (over algo/, for simulated and CPU
+ * islands). Roots are island-local indices. Calls enqueue on the stream. */
+#ifndef GB_ISLAND_ISLAND_H
+#define GB_ISLAND_ISLAND_H
+
+#include <stddef.h>
+#include "gpubridge/gpubridge.h"
+#include "algo/algo.h"
+#include "device/device.h"
+
+typedef struct gbIsland gbIsland_t;
+
+/* Called (from a stream's host thread) when island work fails. */
+typedef void (*gbIslandErrorFn_t)(void* ctx, gbResult_t res);
+
+typedef struct gbIslandOps {
+  const char* name; /* "host", "nccl", "rccl" */
+  /* op may be avg: the island divides by its own size. */
+  gbResult_t (*allReduce)(gbIsland_t* is, const void* send, void* recv, size_t count,
+                          gbDataType_t dt, gbRedOp_t op, void* stream);
+  /* op is sum, prod, max or min. recv matters on root only. */
+  gbResult_t (*reduce)(gbIsland_t* is, const void* send, void* recv, size_t count,
+                       gbDataType_t dt, gbRedOp_t op, int root, void* stream);
+  gbResult_t (*broadcast)(gbIsland_t* is, const void* send, void* recv, size_t count,
+                          gbDataType_t dt, int root, void* stream);
+  void (*destroy)(gbIsland_t* is);
+} gbIslandOps_t;
+
+struct gbIsland {
+  const gbIslandOps_t* ops;
+  int size;   /* members */
+  int index;  /* my island-local index */
+  void* impl;
+};
+
+/* A host island over group (which it borrows; the caller keeps it alive).
+ * Work runs as host functions on the device's streams; failures go to onError. */
+gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
+                              gbIslandErrorFn_t onError, void* errCtx, gbIsland_t** out);
+
+#endif

@@ -1,0 +1,83 @@
+/* Point-to-point transports behind one ops table, shaped like NCCL's net
+ * plugin: a listener, connections that carry a hello with the job secret,
+ * and non-blocking isend/irecv/test. A connection to a peer is several
+ * sockets; a message is cut into pieces of at least 64 KiB spread over them.
+ *
+ * Both sides of a connection post sends and receives of the same sizes in the
+ * same order (collective semantics), so no headers travel with the data. */
+#ifndef GB_NET_NET_H
+#define GB_NET_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gpubridge/gpubridge.h"
+#include "base/clock.h"
+#include "os/socket.h"
+
+#define GB_NET_SECRET_BYTES 32
+
+/* What the connecting side says first on every socket. A peer whose hello
+ * lacks the magic or the secret is refused, logged, and dropped. */
+typedef struct {
+  uint64_t magic;                          /* GB_NET_HELLO_MAGIC */
+  uint8_t secret[GB_NET_SECRET_BYTES];     /* the job secret */
+  uint64_t commHash;                       /* which communicator */
+  int32_t srcRank;                         /* the connecting rank */
+  int32_t tag;                             /* which group: world, island, bridge */
+  int32_t sockIndex;                       /* 0..nsocks-1 */
+  int32_t nsocks;
+} gbNetHello_t;
+#define GB_NET_HELLO_MAGIC 0x67627269646765ull /* "gbridge" */
+
+typedef struct gbNetListener gbNetListener_t;
+typedef struct gbNetConn gbNetConn_t;
+typedef struct gbNetReq gbNetReq_t;
+
+/* Where a connection leads, for error messages. */
+typedef struct {
+  int peerRank;
+  const char* group; /* "bridge", "island nvidia", "world" */
+} gbNetLabel_t;
+
+typedef struct gbNetOps {
+  const char* name; /* "tcp" */
+  /* Listens on addr (port 0: any free port). The listener knows the secret and
+   * the commHash it accepts. */
+  gbResult_t (*listen)(const gbSockAddr_t* addr, const uint8_t* secret, uint64_t commHash,
+                       gbNetListener_t** out);
+  gbResult_t (*listenerAddr)(gbNetListener_t* l, gbSockAddr_t* out);
+  /* Accepts and checks pending connections without blocking: refuses
+   * strangers (logged), files good sockets by (srcRank, tag). */
+  gbResult_t (*listenerServe)(gbNetListener_t* l);
+  /* Waits (serving the listener) until the connection from srcRank for tag
+   * is complete. */
+  gbResult_t (*accept)(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
+                       gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+  void (*listenerClose)(gbNetListener_t* l);
+
+  /* Opens hello->nsocks sockets to addr, each sending the hello. */
+  gbResult_t (*connect)(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
+                        gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+
+  gbResult_t (*isend)(gbNetConn_t* c, const void* buf, size_t bytes, gbNetReq_t** req);
+  gbResult_t (*irecv)(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** req);
+  /* Makes progress; *done = 1 when req finished (then req is freed). */
+  gbResult_t (*test)(gbNetReq_t* req, int* done);
+  /* Makes a blocked peer see the end at once (shutdown); safe from any thread
+   * while another uses the connection. */
+  void (*shutdown)(gbNetConn_t* c);
+  void (*close)(gbNetConn_t* c);
+} gbNetOps_t;
+
+extern const gbNetOps_t gbNetTcpOps;
+
+/* The transport named by a gbTransport_t. */
+const gbNetOps_t* gbNetGet(int transport);
+
+/* Waits for every request (freeing each), polling the connections' sockets,
+ * until the deadline or abort. On failure the remaining requests are
+ * abandoned with their connections; the message names the peer and group. */
+gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline,
+                        const volatile int* abortFlag);
+
+#endif
