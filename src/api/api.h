@@ -1,0 +1,13 @@
+/* Shared argument checks of the exported functions. */
+#ifndef GB_API_API_H
+#define GB_API_API_H
+
+#include "core/comm.h"
+
+/* gbSuccess when comm can take a new collective: valid, initialized, not
+ * failed. Otherwise the error, with a message naming fn. */
+gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm);
+
+#define GB_EXPORT __attribute__((visibility("default")))
+
+#endif

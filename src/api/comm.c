@@ -1,0 +1,80 @@
+/* Exported: communicator queries, errors, finalize, destroy, abort. */
+#include <string.h>
+
+#include "api/api.h"
+#include "base/result.h"
+
+gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
+  if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
+  if (!gbCommIsValid(comm))
+    return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)", fn);
+  if (comm->initState == GB_INIT_RUNNING)
+    return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
+                                      "returns gbSuccess", fn);
+  if (comm->asyncError != gbSuccess)
+    return gbErrorSet((gbResult_t)comm->asyncError, "%s: the communicator has failed earlier (%s); destroy or abort it",
+                      fn, comm->errorText);
+  return gbSuccess;
+}
+
+GB_EXPORT const char* gbGetErrorString(gbResult_t result) { return gbResultString(result); }
+
+GB_EXPORT const char* gbGetLastError(gbComm_t comm) {
+  const char* last = gbErrorLast();
+  if (*last || !gbCommIsValid(comm)) return last;
+  return comm->errorText;
+}
+
+GB_EXPORT gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
+  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: comm is not a live communicator");
+  if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
+  if (comm->initState == GB_INIT_RUNNING) *asyncError = gbInProgress;
+  else *asyncError = (gbResult_t)comm->asyncError;
+  if (*asyncError != gbSuccess && *asyncError != gbInProgress) gbErrorRecord(comm->errorText);
+  return gbSuccess;
+}
+
+GB_EXPORT gbResult_t gbCommCount(const gbComm_t comm, int* count) {
+  if (!gbCommIsValid(comm) || !count) return gbErrorSet(gbInvalidArgument, "gbCommCount: invalid comm or count");
+  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
+  *count = comm->nranks;
+  return gbSuccess;
+}
+
+GB_EXPORT gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
+  if (!gbCommIsValid(comm) || !rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: invalid comm or rank");
+  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
+  *rank = comm->rank;
+  return gbSuccess;
+}
+
+GB_EXPORT gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
+  if (!gbCommIsValid(comm) || !topology)
+    return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: invalid comm or topology");
+  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
+  *topology = comm->pub;
+  return gbSuccess;
+}
+
+GB_EXPORT gbResult_t gbCommFinalize(gbComm_t comm) {
+  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommFinalize: comm is not a live communicator");
+  if (comm->initState != GB_INIT_DONE) return gbSuccess;
+  gbResult_t res = gbProxyDrain(comm->proxy, gbDeadlineIn(comm->settings.timeoutSec));
+  if (res != gbSuccess && comm->asyncError != gbSuccess) gbErrorRecord(comm->errorText);
+  return res;
+}
+
+GB_EXPORT gbResult_t gbCommDestroy(gbComm_t comm) {
+  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommDestroy: comm is not a live communicator");
+  gbResult_t res = gbCommFinalize(comm);
+  gbCommFree(comm);
+  return res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;
+}
+
+GB_EXPORT gbResult_t gbCommAbort(gbComm_t comm) {
+  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommAbort: comm is not a live communicator");
+  gbErrorSet(gbRemoteError, "the communicator was aborted (gbCommAbort)");
+  gbCommFail(comm, gbRemoteError);
+  gbCommFree(comm);
+  return gbSuccess;
+}

@@ -1,0 +1,41 @@
+#include "boot/mesh.h"
+
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/result.h"
+
+gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, const gbProbe_t* probes,
+                             const gbBootId_t* id, int nsocks, const gbMeshGroup_t* g, double timeoutSec,
+                             const volatile int* abortFlag, gbNetConn_t** conns) {
+  gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
+  int myRank = g->ranks[g->me];
+  gbResult_t res = gbSuccess;
+  for (int k = 0; k < g->n; k++) conns[k] = NULL;
+  for (int k = 0; k < g->me && res == gbSuccess; k++) {
+    gbNetHello_t hello;
+    memset(&hello, 0, sizeof(hello));
+    hello.magic = GB_NET_HELLO_MAGIC;
+    memcpy(hello.secret, id->secret, GB_NET_SECRET_BYTES);
+    hello.commHash = gbBootIdHash(id);
+    hello.srcRank = myRank;
+    hello.tag = g->tag;
+    hello.nsocks = nsocks;
+    gbNetLabel_t label = {g->ranks[k], g->name};
+    res = net->connect(&probes[g->ranks[k]].listenAddr, &hello, label, deadline, abortFlag, &conns[k]);
+  }
+  for (int k = g->me + 1; k < g->n && res == gbSuccess; k++) {
+    gbNetLabel_t label = {g->ranks[k], g->name};
+    res = net->accept(listener, g->ranks[k], g->tag, label, deadline, abortFlag, &conns[k]);
+  }
+  if (res != gbSuccess) {
+    for (int k = 0; k < g->n; k++)
+      if (conns[k]) {
+        net->close(conns[k]);
+        conns[k] = NULL;
+      }
+    return res;
+  }
+  GB_INFO(GB_LOG_BOOT, "%s: connected to %d peers with %d sockets each", g->name, g->n - 1, nsocks);
+  return gbSuccess;
+}

@@ -1,0 +1,41 @@
+/* What each rank tells the root about itself: identity, device, settings, the
+ * address it listens on for peers, and any invalid GPUBRIDGE_* values. A fixed,
+ * versioned record, so vendors' builds of gpubridge understand each other. */
+#ifndef GB_BOOT_PROBE_H
+#define GB_BOOT_PROBE_H
+
+#include <stdint.h>
+#include "gpubridge/gpubridge.h"
+#include "os/socket.h"
+
+#define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
+#define GB_PROBE_VERSION 1u
+
+/* Settings that decide the schedule: every rank must hold the same. */
+typedef struct {
+  int32_t policy;       /* gbPolicy_t as configured (auto unresolved) */
+  int32_t transport;    /* gbTransport_t */
+  int32_t timeoutSec;
+  int32_t nsocks;
+  int32_t stagingSlots;
+  int32_t pad;
+  int64_t chunkBytes;
+  int64_t ringMinBytes;
+} gbSettings_t;
+
+typedef struct {
+  uint32_t magic, version;
+  int32_t rank, nranks;
+  int32_t pid;
+  int32_t runKind;
+  int32_t libVersion;
+  int32_t localRank;
+  uint64_t hostId;
+  char host[64];
+  char vendor[16];
+  gbSettings_t settings;
+  gbSockAddr_t listenAddr;
+  char problems[512]; /* invalid GPUBRIDGE_* values and config fields, "; "-separated */
+} gbProbe_t;
+
+#endif

@@ -1,0 +1,29 @@
+/* The rendezvous root: a thread that gathers every rank's probe, runs the one
+ * validation function, and sends every rank the same verdict (the probes of
+ * all ranks, or one error text). Connections without the job secret are
+ * refused and logged without disturbing the job. */
+#ifndef GB_BOOT_ROOT_H
+#define GB_BOOT_ROOT_H
+
+#include <stdint.h>
+#include "gpubridge/gpubridge.h"
+#include "net/net.h"
+#include "os/socket.h"
+
+#define GB_BOOT_VERDICT_MAGIC 0x67625664u /* "gbVd" */
+#define GB_BOOT_ROOT_TAG (-1)
+
+/* The verdict's header on the wire; the text and the probes follow. */
+typedef struct {
+  uint32_t magic;
+  int32_t result;   /* gbSuccess, or the error every rank returns */
+  uint32_t textLen; /* bytes of text that follow (no NUL) */
+  uint32_t nprobes; /* probes that follow the text (nranks on success) */
+} gbVerdictHeader_t;
+
+/* Listens on bindAddr (port 0: any) and starts the root thread, which ends by
+ * itself once it has sent its verdict. boundOut receives the address. */
+gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB_NET_SECRET_BYTES],
+                           uint64_t commHash, gbSockAddr_t* boundOut);
+
+#endif

@@ -1,0 +1,27 @@
+/* The one validation function: every probe in, one verdict out. The root runs
+ * it and sends its text to every rank, so all ranks fail with the same words.
+ * Pure: no I/O, no clocks. */
+#ifndef GB_BOOT_VALIDATE_H
+#define GB_BOOT_VALIDATE_H
+
+#include <stddef.h>
+#include "boot/probe.h"
+
+typedef struct {
+  const gbProbe_t* probes; /* as received, in arrival order */
+  int nprobes;
+  int timedOut;            /* the root stopped waiting at its deadline */
+  int timeoutSec;          /* for the message */
+} gbValidateInput_t;
+
+/* gbSuccess: the probes describe one consistent job; sorted[r] receives rank r's
+ * probe (sorted holds nranks entries). Otherwise gbInvalidUsage (or gbTimeout
+ * when ranks are missing) and text holds one line naming each rank at fault
+ * and how to fix it. */
+gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int sortedCap,
+                          char* text, size_t textLen);
+
+/* Writes a rank list as "0-2,5" into buf. */
+const char* gbBootRankList(const int* ranks, int n, char* buf, size_t len);
+
+#endif

@@ -1,0 +1,187 @@
+/* Communicator start-up: probe, rendezvous and verdict, topology, the host
+ * groups this rank needs, the island, staging slots and the proxy thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+#include "boot/exchange.h"
+#include "boot/mesh.h"
+#include "core/comm.h"
+#include "core/settings.h"
+#include "plan/plan.h"
+
+gbResult_t gbCommAlloc(gbComm_t* out) {
+  struct gbComm* c = calloc(1, sizeof(struct gbComm));
+  if (!c) return gbErrorSet(gbSystemError, "out of memory for a communicator");
+  c->magic = GB_COMM_MAGIC;
+  c->initState = GB_INIT_RUNNING;
+  pthread_mutex_init(&c->errorLock, NULL);
+  *out = c;
+  return gbSuccess;
+}
+
+static int isLoopback(const gbSockAddr_t* a) {
+  char buf[96];
+  gbSockAddrString(a, buf, sizeof(buf));
+  return strncmp(buf, "127.", 4) == 0 || strncmp(buf, "[::1]", 5) == 0;
+}
+
+/* The address peers reach this rank on: the chosen interface, or loopback
+ * when the whole job rendezvous on loopback (one host). */
+static gbResult_t listenAddress(const gbComm_t c, gbSockAddr_t* addr, char* problems, size_t len) {
+  const char* spec = gbParamString(GB_PARAM_SOCKET_IFNAME);
+  if (!*spec && isLoopback(&c->id.root)) return gbSockAddrParse("127.0.0.1", 0, addr);
+  char ifname[64];
+  gbResult_t res = gbSockFindInterface(spec, addr, ifname, sizeof(ifname));
+  if (res != gbSuccess) {
+    size_t used = strlen(problems);
+    snprintf(problems + used, len - used, "%s%s", used ? "; " : "", gbErrorLast());
+    return gbSockAddrParse("127.0.0.1", 0, addr);
+  }
+  gbSockAddrSetPort(addr, 0);
+  GB_INFO(GB_LOG_INIT, "using interface %s", ifname);
+  return gbSuccess;
+}
+
+static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, const gbConfig_t* config,
+                            gbProbe_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->magic = GB_PROBE_MAGIC;
+  p->version = GB_PROBE_VERSION;
+  p->rank = rank;
+  p->nranks = nranks;
+  p->pid = (int32_t)getpid();
+  p->runKind = c->dev->runKind;
+  p->libVersion = GB_VERSION_CODE;
+  p->localRank = localRank;
+  p->hostId = gbHostId();
+  snprintf(p->host, sizeof(p->host), "%s", gbHostName());
+  snprintf(p->vendor, sizeof(p->vendor), "%s", c->dev->vendor);
+  gbCommSettingsResolve(config, &p->settings, &c->blocking, p->problems, sizeof(p->problems));
+  gbSockAddr_t addr;
+  GB_CHECK(listenAddress(c, &addr, p->problems, sizeof(p->problems)));
+  c->net = gbNetGet(p->settings.transport);
+  if (!c->net) c->net = gbNetGet(gbTransportTcp);
+  GB_CHECK(c->net->listen(&addr, c->id.secret, gbBootIdHash(&c->id), &c->listener));
+  return c->net->listenerAddr(c->listener, &p->listenAddr);
+}
+
+static gbResult_t groupSetup(gbComm_t c, gbCommGroup_t* g, int tag, const char* name, const int* ranks, int n,
+                             const gbProbe_t* probes) {
+  snprintf(g->name, sizeof(g->name), "%s", name);
+  g->ranks = malloc(sizeof(int) * (size_t)n);
+  g->conns = calloc((size_t)n, sizeof(gbNetConn_t*));
+  if (!g->ranks || !g->conns) return gbErrorSet(gbSystemError, "out of memory for group %s", name);
+  memcpy(g->ranks, ranks, sizeof(int) * (size_t)n);
+  int me = -1;
+  for (int k = 0; k < n; k++)
+    if (ranks[k] == c->rank) me = k;
+  g->active = 1;
+  gbMeshGroup_t mg = {tag, g->name, n, g->ranks, me};
+  GB_CHECK(gbBootMeshConnect(c->net, c->listener, probes, &c->id, c->settings.nsocks, &mg, c->settings.timeoutSec,
+                             &c->abortFlag, g->conns));
+  gbAlgoGroup_t* a = &g->algo;
+  a->n = n;
+  a->me = me;
+  a->conns = g->conns;
+  a->ranks = g->ranks;
+  a->name = g->name;
+  a->net = c->net;
+  a->timeoutSec = c->settings.timeoutSec;
+  a->abortFlag = &c->abortFlag;
+  a->ringMinBytes = (size_t)c->settings.ringMinBytes;
+  a->pieceBytes = 512 * 1024;
+  return gbSuccess;
+}
+
+static gbResult_t stagingSetup(gbComm_t c) {
+  gbStaging_t* s = &c->staging;
+  s->nslots = c->settings.stagingSlots;
+  s->slotBytes = (size_t)c->settings.chunkBytes;
+  GB_CHECK(c->dev->hostAlloc(&s->base, s->slotBytes * (size_t)s->nslots));
+  GB_CHECK(c->dev->hostAlloc((void**)&s->staged, sizeof(gbFlag_t) * 3 * (size_t)s->nslots));
+  s->done = s->staged + s->nslots;
+  s->freed = s->done + s->nslots;
+  s->uses = calloc((size_t)s->nslots, sizeof(uint64_t));
+  if (!s->uses) return gbErrorSet(gbSystemError, "out of memory for staging");
+  return gbSuccess;
+}
+
+static void onIslandError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
+static void onProxyError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
+static void onProxyIdle(void* ctx) {
+  gbComm_t c = ctx;
+  if (c->listener) (void)c->net->listenerServe(c->listener);
+}
+
+static void fillPublicTopology(gbComm_t c) {
+  gbTopology_t* p = &c->pub;
+  p->nranks = c->nranks;
+  p->rank = c->rank;
+  p->nislands = c->topo.nislands;
+  p->island = c->topo.island;
+  p->runKind = c->topo.runKind;
+  p->policy = c->policy;
+  p->islandOfRank = c->topo.islandOfRank;
+  p->leaderOfIsland = c->topo.leaderOfIsland;
+  p->islandSize = c->topo.islandSize;
+  p->islandVendor = c->topo.vendorNames;
+}
+
+gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank, int localRank,
+                          const gbConfig_t* config) {
+  gbParamInit();
+  gbLogInit();
+  gbLogSetRank(rank);
+  c->rank = rank;
+  c->nranks = nranks;
+  c->id = *id;
+  GB_CHECK(gbDeviceGet(&c->dev));
+
+  gbProbe_t probe;
+  GB_CHECK(fillProbe(c, nranks, rank, localRank, config, &probe));
+  c->settings = probe.settings;
+  GB_INFO(GB_LOG_INIT, "rank %d of %d: %s device, vendor %s, joining the rendezvous", rank, nranks, c->dev->name,
+          c->dev->vendor);
+  gbProbe_t* probes = NULL;
+  GB_CHECK(gbBootExchange(id, &probe, c->settings.timeoutSec, &c->abortFlag, &probes));
+  gbResult_t res = gbTopoBuild(probes, nranks, rank, &c->topo);
+  if (res != gbSuccess) goto done;
+  c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
+  fillPublicTopology(c);
+
+  const gbTopo_t* t = &c->topo;
+  char name[48];
+  snprintf(name, sizeof(name), "island %s", t->vendor[t->island]);
+  GB_CHECK_GOTO(groupSetup(c, &c->island, GB_TAG_ISLAND, name, t->members[t->island], t->islandSize[t->island], probes),
+                res, done);
+  GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  int stages = 0;
+  if (c->policy == gbPolicyHierarchical && t->isLeader) {
+    GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,
+                  done);
+    stages = 1;
+  }
+  if (c->policy == gbPolicyFlat) {
+    int* all = malloc(sizeof(int) * (size_t)nranks);
+    for (int r = 0; r < nranks; r++) all[r] = r;
+    res = groupSetup(c, &c->world, GB_TAG_WORLD, "world", all, nranks, probes);
+    free(all);
+    if (res != gbSuccess) goto done;
+    stages = 1;
+  }
+  if (stages) GB_CHECK_GOTO(stagingSetup(c), res, done);
+  GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamFlag, sizeof(gbFlag_t)), res, done);
+  GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
+  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, onProxyIdle, c};
+  GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
+  GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d ranks)%s, policy %d", rank, nranks, t->island,
+          t->nislands, t->vendor[t->island], t->islandSize[t->island], t->isLeader ? ", leader" : "", c->policy);
+done:
+  free(probes);
+  return res;
+}

@@ -1,0 +1,77 @@
+#include "core/settings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/param.h"
+#include "base/result.h"
+
+static void note(char* buf, size_t len, const char* text) {
+  size_t used = strlen(buf);
+  if (used + 3 >= len) return;
+  snprintf(buf + used, len - used, "%s%s", used ? "; " : "", text);
+}
+
+gbResult_t gbCommConfigCheck(const gbConfig_t* c) {
+  if (!c) return gbSuccess;
+  if (c->magic != GB_CONFIG_MAGIC)
+    return gbErrorSet(gbInvalidArgument, "config: magic 0x%x is not GB_CONFIG_MAGIC: start from GB_CONFIG_INITIALIZER",
+                      c->magic);
+  if (c->size < offsetof(gbConfig_t, blocking) + sizeof(int) || c->size > 4096)
+    return gbErrorSet(gbInvalidArgument, "config: size %zu is not sizeof(gbConfig_t) (%zu): start from "
+                                         "GB_CONFIG_INITIALIZER", c->size, sizeof(gbConfig_t));
+  return gbSuccess;
+}
+
+/* A field exists in the caller's struct when its size covers it. */
+#define HAS(c, field) ((c) && (c)->size >= offsetof(gbConfig_t, field) + sizeof((c)->field) && \
+                       (c)->field != GB_CONFIG_UNDEF_INT)
+
+void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, char* problems, size_t len) {
+  char text[256];
+  memset(s, 0, sizeof(*s));
+  problems[0] = '\0';
+  gbParamInit();
+  const char* envErrors = gbParamErrors();
+  if (*envErrors) {
+    /* One line per invalid variable; keep the verdict on one line. */
+    char joined[512];
+    snprintf(joined, sizeof(joined), "%s", envErrors);
+    for (char* p = joined; *p; p++)
+      if (*p == '\n') *p = ';';
+    note(problems, len, joined);
+  }
+  s->policy = (int32_t)gbParamInt(GB_PARAM_POLICY);
+  s->transport = (int32_t)gbParamInt(GB_PARAM_TRANSPORT);
+  s->timeoutSec = (int32_t)gbParamInt(GB_PARAM_TIMEOUT);
+  s->nsocks = (int32_t)gbParamInt(GB_PARAM_NSOCKS_PERPEER);
+  s->stagingSlots = (int32_t)gbParamInt(GB_PARAM_STAGING_SLOTS);
+  s->chunkBytes = gbParamInt(GB_PARAM_CHUNK_BYTES);
+  s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
+  *blocking = 1;
+
+  if (HAS(c, blocking)) {
+    if (c->blocking == 0 || c->blocking == 1) *blocking = c->blocking;
+    else snprintf(text, sizeof(text), "config.blocking=%d is not 0 or 1", c->blocking), note(problems, len, text);
+  }
+  if (HAS(c, policy)) {
+    if (c->policy >= 0 && c->policy < gbNumPolicies) s->policy = c->policy;
+    else snprintf(text, sizeof(text), "config.policy=%d is not a gbPolicy_t (0..%d)", c->policy, gbNumPolicies - 1),
+         note(problems, len, text);
+  }
+  if (HAS(c, transport)) {
+    if (c->transport >= 0 && c->transport < gbNumTransports) s->transport = c->transport;
+    else snprintf(text, sizeof(text), "config.transport=%d is not a gbTransport_t (0..%d)", c->transport,
+                  gbNumTransports - 1),
+         note(problems, len, text);
+  }
+  if (HAS(c, timeoutSeconds)) {
+    if (c->timeoutSeconds >= 1) s->timeoutSec = c->timeoutSeconds;
+    else snprintf(text, sizeof(text), "config.timeoutSeconds=%d is not at least 1", c->timeoutSeconds),
+         note(problems, len, text);
+  }
+  if (HAS(c, chunkBytes)) {
+    if (c->chunkBytes >= 4096) s->chunkBytes = c->chunkBytes;
+    else snprintf(text, sizeof(text), "config.chunkBytes=%d is below 4096", c->chunkBytes), note(problems, len, text);
+  }
+}

@@ -1,0 +1,18 @@
+/* The settings of a new communicator: gbConfig_t fields where set, else the
+ * GPUBRIDGE_* parameters. Invalid values become "problems" that the start-up
+ * exchange reports on every rank. */
+#ifndef GB_CORE_SETTINGS_H
+#define GB_CORE_SETTINGS_H
+
+#include <stddef.h>
+#include "boot/probe.h"
+#include "gpubridge/gpubridge.h"
+
+/* problems receives "; "-separated texts ("" when all is valid). */
+void gbCommSettingsResolve(const gbConfig_t* config, gbSettings_t* out, int* blocking, char* problems,
+                           size_t problemsLen);
+
+/* Checks the config header: gbInvalidArgument when it is not a gbConfig_t. */
+gbResult_t gbCommConfigCheck(const gbConfig_t* config);
+
+#endif

@@ -1,0 +1,152 @@
+#include "proxy/proxy.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/dtype.h"
+#include "base/result.h"
+
+struct gbProxy {
+  gbProxyConfig_t cfg;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;    /* work posted, or stop */
+  pthread_cond_t drained; /* queue empty and idle */
+  gbProxyOp_t* ring;
+  size_t cap, head, len;
+  int busy;
+  int stop;
+  gbResult_t failed;
+};
+
+static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
+  gbResult_t res = gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec, p->cfg.abortFlag);
+  if (res != gbSuccess) {
+    if (res == gbTimeout)
+      return gbErrorSet(gbTimeout, "proxy: collective #%llu: this rank's stream did not stage its data within %.0f s "
+                                   "(its island step is blocked: a peer of the island may be stopped)",
+                        (unsigned long long)op->seq, p->cfg.timeoutSec);
+    return res;
+  }
+  if (op->kind == GB_PROXY_ALLREDUCE)
+    return gbAlgoAllReduce(op->group, op->buf, op->buf, op->count, op->dtype, op->op, op->divisor);
+  return gbAlgoBroadcast(op->group, op->buf, op->count * gbDtypeSize(op->dtype), op->root);
+}
+
+static void* proxyMain(void* arg) {
+  gbProxy_t* p = arg;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (p->len == 0 && !p->stop) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 100 * 1000 * 1000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      int rc = pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+      if (rc == ETIMEDOUT && p->len == 0 && !p->stop && p->cfg.onIdle) {
+        pthread_mutex_unlock(&p->lock);
+        p->cfg.onIdle(p->cfg.ctx);
+        pthread_mutex_lock(&p->lock);
+      }
+    }
+    if (p->len == 0 && p->stop) break;
+    gbProxyOp_t op = p->ring[p->head];
+    p->head = (p->head + 1) % p->cap;
+    p->len--;
+    p->busy = 1;
+    gbResult_t failed = p->failed;
+    pthread_mutex_unlock(&p->lock);
+
+    gbResult_t res = failed != gbSuccess ? failed : runOp(p, &op);
+    if (res != gbSuccess && failed == gbSuccess) p->cfg.onError(p->cfg.ctx, res);
+    gbFlagSetHost(op.done, op.doneValue, res == gbSuccess ? 0 : (int)res);
+
+    pthread_mutex_lock(&p->lock);
+    if (res != gbSuccess && p->failed == gbSuccess) p->failed = res;
+    p->busy = 0;
+    if (p->len == 0) pthread_cond_broadcast(&p->drained);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out) {
+  gbProxy_t* p = calloc(1, sizeof(gbProxy_t));
+  if (!p) return gbErrorSet(gbSystemError, "proxy: out of memory");
+  p->cfg = *cfg;
+  p->cap = 256;
+  p->ring = malloc(sizeof(gbProxyOp_t) * p->cap);
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->drained, NULL);
+  int err = p->ring ? pthread_create(&p->thread, NULL, proxyMain, p) : ENOMEM;
+  if (err) {
+    free(p->ring);
+    free(p);
+    return gbErrorSet(gbSystemError, "proxy: cannot start its thread: %s", strerror(err));
+  }
+  *out = p;
+  return gbSuccess;
+}
+
+gbResult_t gbProxyPost(gbProxy_t* p, const gbProxyOp_t* op) {
+  pthread_mutex_lock(&p->lock);
+  if (p->len == p->cap) {
+    gbProxyOp_t* ring = malloc(sizeof(gbProxyOp_t) * p->cap * 2);
+    if (!ring) {
+      pthread_mutex_unlock(&p->lock);
+      return gbErrorSet(gbSystemError, "proxy: out of memory for %zu queued steps", p->cap * 2);
+    }
+    for (size_t i = 0; i < p->len; i++) ring[i] = p->ring[(p->head + i) % p->cap];
+    free(p->ring);
+    p->ring = ring;
+    p->head = 0;
+    p->cap *= 2;
+  }
+  p->ring[(p->head + p->len) % p->cap] = *op;
+  p->len++;
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  return gbSuccess;
+}
+
+gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline) {
+  gbResult_t res = gbSuccess;
+  pthread_mutex_lock(&p->lock);
+  while ((p->len > 0 || p->busy) && res == gbSuccess) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int ms = gbDeadlineRemainingMs(deadline, 100);
+    if (ms == 0 && gbDeadlinePassed(deadline)) {
+      res = gbErrorSet(gbTimeout, "gbCommFinalize: %zu host steps still pending at the deadline", p->len + p->busy);
+      break;
+    }
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&p->drained, &p->lock, &ts);
+  }
+  if (res == gbSuccess) res = p->failed;
+  pthread_mutex_unlock(&p->lock);
+  return res;
+}
+
+void gbProxyDestroy(gbProxy_t* p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  pthread_join(p->thread, NULL);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->drained);
+  free(p->ring);
+  free(p);
+}
