@@ -1,0 +1,209 @@
+/* Data types, float16/bfloat16 conversions and the host reduction kernels.
+ * Each kernel is a plain loop over one type and one op (the switch is outside
+ * the loop) so the compiler can vectorize it. */
+#include "base/dtype.h"
+
+#include <string.h>
+
+size_t gbDtypeSize(gbDataType_t dt) {
+  switch (dt) {
+    case gbInt8: case gbUint8: return 1;
+    case gbFloat16: case gbBfloat16: return 2;
+    case gbInt32: case gbUint32: case gbFloat32: return 4;
+    case gbInt64: case gbUint64: case gbFloat64: return 8;
+    default: return 0;
+  }
+}
+
+const char* gbDtypeName(gbDataType_t dt) {
+  static const char* const names[gbNumTypes] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
+                                                "uint64",  "float16", "float32", "float64", "bfloat16"};
+  return ((int)dt >= 0 && dt < gbNumTypes) ? names[dt] : "unknown";
+}
+
+int gbDtypeIsFloat(gbDataType_t dt) {
+  return dt == gbFloat16 || dt == gbFloat32 || dt == gbFloat64 || dt == gbBfloat16;
+}
+
+const char* gbOpName(gbRedOp_t op) {
+  static const char* const names[gbNumOps] = {"sum", "prod", "max", "min", "avg"};
+  return ((int)op >= 0 && op < gbNumOps) ? names[op] : "unknown";
+}
+
+/* ------------------------------------------------------------ conversions */
+
+static inline uint32_t floatBits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bitsFloat(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float halfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0x1f) /* inf, or NaN made quiet */
+    return bitsFloat(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
+  if (exp == 0) {
+    if (mant == 0) return bitsFloat(sign);
+    /* Subnormal: normalise; the value is mant * 2^-24. */
+    int e = -14;
+    while (!(mant & 0x400)) { mant <<= 1; e--; }
+    return bitsFloat(sign | (uint32_t)(e + 127) << 23 | (mant & 0x3ff) << 13);
+  }
+  return bitsFloat(sign | (exp - 15 + 127) << 23 | mant << 13);
+}
+
+static inline uint16_t floatToHalf(float f) {
+  uint32_t x = floatBits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff)); /* quiet NaN */
+  if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00);                      /* >= 2^16: inf */
+  if (a >= 0x38800000u) { /* normal half: rebias, round to nearest even (a carry may reach inf) */
+    uint32_t h = (a >> 13) - ((127 - 15) << 10), rest = a & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  /* Subnormal half (or zero): the result counts units of 2^-24. */
+  uint32_t shift = 126 - (a >> 23);
+  if (shift > 24) return sign;
+  uint32_t mant = (a & 0x7fffff) | 0x800000;
+  uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  if (rest > halfway || (rest == halfway && (h & 1))) h++;
+  return (uint16_t)(sign | h);
+}
+
+static inline float bf16ToFloat(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  if ((x & 0x7fffffffu) > 0x7f800000u) x |= 0x00400000u;
+  return bitsFloat(x);
+}
+
+static inline uint16_t floatToBf16(float f) {
+  uint32_t x = floatBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040);
+  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even; overflow carries into inf */
+  return (uint16_t)(x >> 16);
+}
+
+float gbHalfToFloat(uint16_t h) { return halfToFloat(h); }
+uint16_t gbFloatToHalf(float f) { return floatToHalf(f); }
+float gbBf16ToFloat(uint16_t b) { return bf16ToFloat(b); }
+uint16_t gbFloatToBf16(float f) { return floatToBf16(f); }
+
+/* ---------------------------------------------------------------- kernels */
+
+/* max/min: NaN wins (acc's NaN first), else a > b ? a : b with acc as a. */
+#define FMAX(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
+#define FMIN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
+#define IMAX(a, b) ((a) > (b) ? (a) : (b))
+#define IMIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* The loop over blocks of 64 bytes reads a block before writing it: the
+ * compiler then vectorizes it at -O2 without alias checks or a cost model
+ * (and acc == in stays correct). The tail runs element by element. */
+#define BLOCK_LOOP(T, UT_A, UT_B, EXPR)                                          \
+  do {                                                                           \
+    enum { B = 64 / sizeof(T) };                                                 \
+    UT_A* a = acc; const UT_B* b = in;                                           \
+    size_t i = 0;                                                                \
+    for (; i + B <= n; i += B) {                                                 \
+      UT_A t[B];                                                                 \
+      for (size_t j = 0; j < B; j++) { UT_A x = a[i + j]; UT_B y = b[i + j]; t[j] = (UT_A)(EXPR); } \
+      for (size_t j = 0; j < B; j++) a[i + j] = t[j];                            \
+    }                                                                            \
+    for (; i < n; i++) { UT_A x = a[i]; UT_B y = b[i]; a[i] = (UT_A)(EXPR); }    \
+  } while (0)
+
+/* Integer sum and prod run in the unsigned type: they wrap modulo 2^bits
+ * without undefined behaviour. max and min compare in the signed type. */
+#define INT_KERNELS(NAME, T, UT)                                                          \
+  static void NAME##Sum(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, UT, UT, x + y); } \
+  static void NAME##Prod(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, UT, UT, x * y); } \
+  static void NAME##Max(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, IMAX(x, y)); } \
+  static void NAME##Min(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, IMIN(x, y)); }
+
+INT_KERNELS(i8, int8_t, uint8_t)
+INT_KERNELS(u8, uint8_t, uint8_t)
+INT_KERNELS(i32, int32_t, uint32_t)
+INT_KERNELS(u32, uint32_t, uint32_t)
+INT_KERNELS(i64, int64_t, uint64_t)
+INT_KERNELS(u64, uint64_t, uint64_t)
+
+#define FLOAT_KERNELS(NAME, T)                                                            \
+  static void NAME##Sum(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, x + y); }  \
+  static void NAME##Prod(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, x * y); } \
+  static void NAME##Max(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, FMAX(x, y)); } \
+  static void NAME##Min(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, FMIN(x, y)); }
+
+FLOAT_KERNELS(f32, float)
+FLOAT_KERNELS(f64, double)
+
+/* 16-bit floats: widen, combine in float, round back at every application. */
+#define HALF_KERNEL(NAME, TOF, FROMF, EXPR)                                      \
+  static void NAME(void* acc, const void* in, size_t n) {                        \
+    uint16_t* a = acc; const uint16_t* b = in;                                   \
+    for (size_t i = 0; i < n; i++) {                                             \
+      float x = TOF(a[i]), y = TOF(b[i]);                                        \
+      a[i] = FROMF(EXPR);                                                        \
+    }                                                                            \
+  }
+
+HALF_KERNEL(f16Sum, halfToFloat, floatToHalf, x + y)
+HALF_KERNEL(f16Prod, halfToFloat, floatToHalf, x * y)
+HALF_KERNEL(f16Max, halfToFloat, floatToHalf, FMAX(x, y))
+HALF_KERNEL(f16Min, halfToFloat, floatToHalf, FMIN(x, y))
+HALF_KERNEL(bf16Sum, bf16ToFloat, floatToBf16, x + y)
+HALF_KERNEL(bf16Prod, bf16ToFloat, floatToBf16, x * y)
+HALF_KERNEL(bf16Max, bf16ToFloat, floatToBf16, FMAX(x, y))
+HALF_KERNEL(bf16Min, bf16ToFloat, floatToBf16, FMIN(x, y))
+
+typedef void (*kernel_t)(void* acc, const void* in, size_t n);
+
+/* [dtype][op] with op sum, prod, max, min. */
+static const kernel_t kernels[gbNumTypes][4] = {
+    [gbInt8] = {i8Sum, i8Prod, i8Max, i8Min},
+    [gbUint8] = {u8Sum, u8Prod, u8Max, u8Min},
+    [gbInt32] = {i32Sum, i32Prod, i32Max, i32Min},
+    [gbUint32] = {u32Sum, u32Prod, u32Max, u32Min},
+    [gbInt64] = {i64Sum, i64Prod, i64Max, i64Min},
+    [gbUint64] = {u64Sum, u64Prod, u64Max, u64Min},
+    [gbFloat16] = {f16Sum, f16Prod, f16Max, f16Min},
+    [gbFloat32] = {f32Sum, f32Prod, f32Max, f32Min},
+    [gbFloat64] = {f64Sum, f64Prod, f64Max, f64Min},
+    [gbBfloat16] = {bf16Sum, bf16Prod, bf16Max, bf16Min},
+};
+
+void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRedOp_t op) {
+  if (op == gbAvg) op = gbSum;
+  if ((int)dt < 0 || dt >= gbNumTypes || (int)op < 0 || op > gbMin || count == 0) return;
+  kernels[dt][op](acc, in, count);
+}
+
+void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
+  size_t i;
+  switch (dt) {
+    case gbFloat32: {
+      float* p = buf;
+      float d = (float)divisor;
+      for (i = 0; i < count; i++) p[i] = p[i] / d;
+      break;
+    }
+    case gbFloat64: {
+      double* p = buf;
+      double d = (double)divisor;
+      for (i = 0; i < count; i++) p[i] = p[i] / d;
+      break;
+    }
+    case gbFloat16: {
+      uint16_t* p = buf;
+      float d = (float)divisor;
+      for (i = 0; i < count; i++) p[i] = floatToHalf(halfToFloat(p[i]) / d);
+      break;
+    }
+    case gbBfloat16: {
+      uint16_t* p = buf;
+      float d = (float)divisor;
+      for (i = 0; i < count; i++) p[i] = floatToBf16(bf16ToFloat(p[i]) / d);
+      break;
+    }
+    default: break; /* integer types: the caller rejects avg before this */
+  }
+}

@@ -1,0 +1,384 @@
+/* The GPUBRIDGE_* parameter table, read once from the environment. */
+#include "base/param.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+
+#define KIB ((int64_t)1024)
+#define MIB (KIB * 1024)
+#define GIB (MIB * 1024)
+#define TIB (GIB * 1024)
+#define ERR_LEN 512
+#define UNIQUE_ID_HEX 256
+
+static const char* const levelChoices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
+/* Same order as gbPolicy_t and gbTransport_t: the value is the index. */
+static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", NULL};
+static const char* const transportChoices[] = {"tcp", NULL};
+
+static const gbParamDesc_t table[GB_PARAM_COUNT] = {
+    [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
+                        "Log level: NONE, WARN, INFO or TRACE (case-insensitive)."},
+    [GB_PARAM_DEBUG_SUBSYS] = {"GPUBRIDGE_DEBUG_SUBSYS", GB_PARAM_STRING, "ALL", NULL, 0, 0, 0,
+                               "Subsystems logged at INFO and TRACE: comma list of INIT, BOOT, NET, "
+                               "COLL, PROXY, DEVICE, ENV, ALL; a leading ^ logs all but those."},
+    [GB_PARAM_DEBUG_FILE] = {"GPUBRIDGE_DEBUG_FILE", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                             "Log to this file (appended) instead of stderr; %h is the host name, %p the pid."},
+    [GB_PARAM_VENDOR] = {"GPUBRIDGE_VENDOR", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                         "Run this rank on a simulated GPU of this vendor island (nvidia, amd, ...): "
+                         "1 to 15 characters of a-z, 0-9, _ and -."},
+    [GB_PARAM_POLICY] = {"GPUBRIDGE_POLICY", GB_PARAM_ENUM, "auto", policyChoices, 0, 0, 1,
+                         "How collectives cross islands: auto, hierarchical, native (one island) or "
+                         "flat (every rank through the host: the reference)."},
+    [GB_PARAM_TRANSPORT] = {"GPUBRIDGE_TRANSPORT", GB_PARAM_ENUM, "tcp", transportChoices, 0, 0, 1,
+                            "Transport of the bridge between hosts."},
+    [GB_PARAM_TIMEOUT] = {"GPUBRIDGE_TIMEOUT", GB_PARAM_INT, "300", NULL, 1, 86400, 1,
+                          "Seconds any wait (init, collective, finalize) may take before it fails with a timeout."},
+    [GB_PARAM_SOCKET_IFNAME] = {"GPUBRIDGE_SOCKET_IFNAME", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                                "Network interfaces to use, as NCCL_SOCKET_IFNAME: prefix list, ^ excludes, "
+                                "= exact names; empty picks one."},
+    [GB_PARAM_NSOCKS_PERPEER] = {"GPUBRIDGE_NSOCKS_PERPEER", GB_PARAM_INT, "2", NULL, 1, 16, 1,
+                                 "TCP sockets per bridge peer; a message is split across them."},
+    [GB_PARAM_CHUNK_BYTES] = {"GPUBRIDGE_CHUNK_BYTES", GB_PARAM_SIZE, "1M", NULL, 4 * KIB, GIB, 1,
+                              "Pipeline chunk of a bridged collective, in bytes (K, M, G suffixes)."},
+    [GB_PARAM_STAGING_SLOTS] = {"GPUBRIDGE_STAGING_SLOTS", GB_PARAM_INT, "4", NULL, 2, 64, 1,
+                                "Host staging slots per communicator: chunks in flight in the pipeline."},
+    [GB_PARAM_RING_MIN_BYTES] = {"GPUBRIDGE_RING_MIN_BYTES", GB_PARAM_SIZE, "64K", NULL, 0, TIB, 1,
+                                 "Messages of at least this many bytes use the ring on the host; smaller "
+                                 "ones recursive doubling."},
+    [GB_PARAM_JOB_SECRET] = {"GPUBRIDGE_JOB_SECRET", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                             "Shared secret of the job for gbCommInitFromEnv; ranks without it are refused."},
+    [GB_PARAM_UNIQUE_ID] = {"GPUBRIDGE_UNIQUE_ID", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                            "A unique id as 256 hex digits, for gbCommInitFromEnv."},
+    [GB_PARAM_SIM_HOST] = {"GPUBRIDGE_SIM_HOST", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                           "Pretend host name, so that one machine can simulate several hosts."},
+};
+
+/* Words after the range in an INT error. */
+static const char* intUnit(gbParamId_t id) { return id == GB_PARAM_TIMEOUT ? "seconds" : NULL; }
+
+/* Which values hold a secret: never printed. */
+static int isSecret(gbParamId_t id) { return id == GB_PARAM_JOB_SECRET || id == GB_PARAM_UNIQUE_ID; }
+
+typedef struct {
+  int set;       /* present and non-empty in the environment */
+  int valid;
+  char* text;    /* the environment's text when set */
+  int64_t value; /* parsed value, or the default's when unset or invalid */
+} paramState_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int loaded;
+static paramState_t state[GB_PARAM_COUNT];
+static char* errors;  /* one line per invalid value */
+/* Warnings are emitted after the read, outside the lock: logging itself reads
+ * this table. */
+static char* pendingWarn;
+static atomic_int warnPending;
+
+const gbParamDesc_t* gbParamDesc(gbParamId_t id) {
+  return ((int)id >= 0 && id < GB_PARAM_COUNT) ? &table[id] : NULL;
+}
+
+static void formatSize(int64_t v, char* buf, size_t len) {
+  static const struct { int64_t unit; const char* suffix; } units[] = {{TIB, "T"}, {GIB, "G"}, {MIB, "M"}, {KIB, "K"}};
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+    if (v != 0 && v % units[i].unit == 0) {
+      snprintf(buf, len, "%lld%s", (long long)(v / units[i].unit), units[i].suffix);
+      return;
+    }
+  snprintf(buf, len, "%lld", (long long)v);
+}
+
+static int parseInt(const char* text, int64_t* out) {
+  if (!isdigit((unsigned char)text[0]) && !((text[0] == '-' || text[0] == '+') && isdigit((unsigned char)text[1])))
+    return -1;
+  char* end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0') return -1;
+  *out = v;
+  return 0;
+}
+
+/* Digits, then an optional K/M/G/T (1024-based), then an optional B or iB. */
+static int parseSize(const char* text, int64_t* out) {
+  if (!isdigit((unsigned char)text[0])) return -1;
+  char* end;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0) return -1;
+  int64_t mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': mult = KIB; end++; break;
+    case 'M': mult = MIB; end++; break;
+    case 'G': mult = GIB; end++; break;
+    case 'T': mult = TIB; end++; break;
+    default: break;
+  }
+  if (mult != 1 && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'b' || end[1] == 'B')) end += 2;
+  else if (end[0] == 'b' || end[0] == 'B') end++;
+  if (*end != '\0') return -1;
+  if (v > (unsigned long long)(INT64_MAX / mult)) return -1;
+  *out = (int64_t)v * mult;
+  return 0;
+}
+
+static const char* subsysNames[] = {"INIT", "BOOT", "NET", "COLL", "PROXY", "DEVICE", "ENV", "ALL", NULL};
+
+static int checkSubsys(const char* text, char* bad, size_t badLen) {
+  if (*text == '^') text++;
+  while (1) {
+    size_t n = strcspn(text, ",");
+    int ok = 0;
+    for (int i = 0; subsysNames[i]; i++)
+      if (strlen(subsysNames[i]) == n && strncasecmp(text, subsysNames[i], n) == 0) ok = 1;
+    if (!ok) {
+      snprintf(bad, badLen, "%.*s", (int)(n < 64 ? n : 64), text);
+      return -1;
+    }
+    if (text[n] == '\0') return 0;
+    text += n + 1;
+  }
+}
+
+static int checkVendor(const char* text) {
+  size_t n = strlen(text);
+  if (n < 1 || n > 15) return -1;
+  for (size_t i = 0; i < n; i++) {
+    char c = text[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return -1;
+  }
+  return 0;
+}
+
+int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, size_t errLen) {
+  const gbParamDesc_t* d = gbParamDesc(id);
+  char lo[32], hi[32], bad[80];
+  int64_t v = 0;
+  if (!d || !text) {
+    snprintf(err, errLen, "unknown parameter %d", (int)id);
+    return -1;
+  }
+  switch (d->type) {
+    case GB_PARAM_INT:
+      if (parseInt(text, &v) != 0 || v < d->min || v > d->max) {
+        const char* unit = intUnit(id);
+        snprintf(err, errLen, "%s=%s is not an integer in [%lld, %lld]%s%s%s", d->name, text,
+                 (long long)d->min, (long long)d->max, unit ? " (" : "", unit ? unit : "", unit ? ")" : "");
+        return -1;
+      }
+      break;
+    case GB_PARAM_SIZE:
+      if (parseSize(text, &v) != 0 || v < d->min || v > d->max) {
+        formatSize(d->min, lo, sizeof(lo));
+        formatSize(d->max, hi, sizeof(hi));
+        snprintf(err, errLen, "%s=%s is not a size in [%s, %s] (bytes, with an optional K, M, G or T suffix)",
+                 d->name, text, lo, hi);
+        return -1;
+      }
+      break;
+    case GB_PARAM_ENUM: {
+      int i;
+      for (i = 0; d->choices[i]; i++)
+        if (strcasecmp(text, d->choices[i]) == 0) break;
+      if (!d->choices[i]) {
+        size_t o = (size_t)snprintf(err, errLen, "%s=%s is not one of ", d->name, text);
+        for (int k = 0; d->choices[k] && o < errLen; k++)
+          o += (size_t)snprintf(err + o, errLen - o, "%s%s", k ? ", " : "", d->choices[k]);
+        return -1;
+      }
+      v = i;
+      break;
+    }
+    case GB_PARAM_STRING:
+      if (id == GB_PARAM_DEBUG_SUBSYS && checkSubsys(text, bad, sizeof(bad)) != 0) {
+        snprintf(err, errLen,
+                 "%s=%s names an unknown subsystem '%s'; use a comma list of INIT, BOOT, NET, COLL, "
+                 "PROXY, DEVICE, ENV, ALL, optionally after a ^", d->name, text, bad);
+        return -1;
+      }
+      if (id == GB_PARAM_VENDOR && text[0] && checkVendor(text) != 0) {
+        snprintf(err, errLen, "%s=%s is not 1 to 15 characters of a-z, 0-9, _ and - (e.g. nvidia, amd)",
+                 d->name, text);
+        return -1;
+      }
+      if (id == GB_PARAM_UNIQUE_ID && text[0]) {
+        size_t n = strlen(text), k = 0;
+        while (k < n && isxdigit((unsigned char)text[k])) k++;
+        if (n != UNIQUE_ID_HEX || k != n) {
+          /* The id holds the job secret: describe it, never echo it. */
+          if (n != UNIQUE_ID_HEX)
+            snprintf(err, errLen, "%s holds %zu characters, not %d hex digits (pass the id as gbGetUniqueId made it)",
+                     d->name, n, UNIQUE_ID_HEX);
+          else
+            snprintf(err, errLen, "%s holds a non-hex character at position %zu (it must be %d hex digits)",
+                     d->name, k, UNIQUE_ID_HEX);
+          return -1;
+        }
+      }
+      break;
+  }
+  if (value) *value = v;
+  return 0;
+}
+
+static void appendLine(char** buf, const char* line) {
+  size_t old = *buf ? strlen(*buf) : 0, add = strlen(line);
+  char* p = realloc(*buf, old + add + 2);
+  if (!p) return;
+  if (old) p[old++] = '\n';
+  memcpy(p + old, line, add + 1);
+  *buf = p;
+}
+
+static void readEnv(void) {
+  char err[ERR_LEN];
+  for (int i = 0; i < GB_PARAM_COUNT; i++) {
+    paramState_t* s = &state[i];
+    int64_t def = 0;
+    gbParamParse((gbParamId_t)i, table[i].defaultText, &def, err, sizeof(err));
+    s->value = def;
+    const char* env = getenv(table[i].name);
+    if (!env || env[0] == '\0') continue; /* empty reads as unset */
+    s->set = 1;
+    s->text = strdup(env);
+    int64_t v;
+    if (gbParamParse((gbParamId_t)i, env, &v, err, sizeof(err)) == 0) {
+      s->valid = 1;
+      s->value = v;
+    } else {
+      appendLine(&errors, err);
+      appendLine(&pendingWarn, err);
+    }
+  }
+  extern char** environ;
+  for (char** e = environ; e && *e; e++) {
+    if (strncmp(*e, "GPUBRIDGE_", 10) != 0) continue;
+    size_t n = strcspn(*e, "=");
+    int known = 0;
+    for (int i = 0; i < GB_PARAM_COUNT; i++)
+      if (strlen(table[i].name) == n && strncmp(*e, table[i].name, n) == 0) known = 1;
+    if (known) continue;
+    snprintf(err, sizeof(err), "unknown variable %.*s ignored; gpubridge-info -c lists the known ones",
+             (int)(n < 200 ? n : 200), *e);
+    appendLine(&pendingWarn, err);
+  }
+}
+
+void gbParamInit(void) {
+  if (!atomic_load_explicit(&loaded, memory_order_acquire)) {
+    pthread_mutex_lock(&mu);
+    if (!atomic_load_explicit(&loaded, memory_order_relaxed)) {
+      readEnv();
+      if (pendingWarn) atomic_store(&warnPending, 1);
+      atomic_store_explicit(&loaded, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&mu);
+  }
+  if (atomic_load(&warnPending) && atomic_exchange(&warnPending, 0)) {
+    pthread_mutex_lock(&mu);
+    char* text = pendingWarn;
+    pendingWarn = NULL;
+    pthread_mutex_unlock(&mu);
+    for (char* line = text; line && *line;) {
+      size_t n = strcspn(line, "\n");
+      gbLogWrite(GB_LOG_WARN, GB_LOG_ENV, __FILE__, __LINE__, "%.*s", (int)n, line);
+      line += n + (line[n] == '\n');
+    }
+    free(text);
+  }
+}
+
+void gbParamReset(void) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < GB_PARAM_COUNT; i++) {
+    free(state[i].text);
+    memset(&state[i], 0, sizeof(state[i]));
+  }
+  free(errors);
+  errors = NULL;
+  free(pendingWarn);
+  pendingWarn = NULL;
+  atomic_store(&warnPending, 0);
+  atomic_store_explicit(&loaded, 0, memory_order_release);
+  pthread_mutex_unlock(&mu);
+}
+
+int64_t gbParamInt(gbParamId_t id) {
+  if ((int)id < 0 || id >= GB_PARAM_COUNT) return 0;
+  gbParamInit();
+  return state[id].value;
+}
+
+/* The user's text when set and valid, else the default's text. */
+const char* gbParamString(gbParamId_t id) {
+  if ((int)id < 0 || id >= GB_PARAM_COUNT) return "";
+  gbParamInit();
+  return (state[id].set && state[id].valid) ? state[id].text : table[id].defaultText;
+}
+
+int gbParamIsSet(gbParamId_t id) {
+  if ((int)id < 0 || id >= GB_PARAM_COUNT) return 0;
+  gbParamInit();
+  return state[id].set;
+}
+
+const char* gbParamErrors(void) {
+  gbParamInit();
+  return errors ? errors : "";
+}
+
+/* "int 1..86400", "size 4K..1G", "one of auto, hierarchical, ...", "string". */
+static void describeType(const gbParamDesc_t* d, char* buf, size_t len) {
+  char lo[32], hi[32];
+  if (d->type == GB_PARAM_INT) {
+    snprintf(buf, len, "int %lld..%lld", (long long)d->min, (long long)d->max);
+  } else if (d->type == GB_PARAM_SIZE) {
+    formatSize(d->min, lo, sizeof(lo));
+    formatSize(d->max, hi, sizeof(hi));
+    snprintf(buf, len, "size %s..%s", lo, hi);
+  } else if (d->type == GB_PARAM_ENUM) {
+    size_t o = (size_t)snprintf(buf, len, "enum: ");
+    for (int k = 0; d->choices[k] && o < len; k++)
+      o += (size_t)snprintf(buf + o, len - o, "%s%s", k ? ", " : "", d->choices[k]);
+  } else {
+    snprintf(buf, len, "string");
+  }
+}
+
+void gbParamPrintTable(void* file, int markdown) {
+  FILE* f = (FILE*)file;
+  char type[128];
+  gbParamInit();
+  if (markdown) {
+    fprintf(f, "| Variable | Type | Default | Must agree | Description |\n");
+    fprintf(f, "|---|---|---|---|---|\n");
+    for (int i = 0; i < GB_PARAM_COUNT; i++) {
+      const gbParamDesc_t* d = &table[i];
+      describeType(d, type, sizeof(type));
+      fprintf(f, "| `%s` | %s | %s%s%s | %s | %s |\n", d->name, type, d->defaultText[0] ? "`" : "",
+              d->defaultText[0] ? d->defaultText : "(empty)", d->defaultText[0] ? "`" : "",
+              d->mustAgree ? "yes" : "no", d->doc);
+    }
+    return;
+  }
+  for (int i = 0; i < GB_PARAM_COUNT; i++) {
+    const gbParamDesc_t* d = &table[i];
+    const paramState_t* s = &state[i];
+    describeType(d, type, sizeof(type));
+    const char* current = !s->set ? "(default)" : isSecret((gbParamId_t)i) ? "(set, not shown)" : s->text;
+    fprintf(f, "%-26s = %s%s\n", d->name, current, s->set && !s->valid ? "  (INVALID: the default is used)" : "");
+    fprintf(f, "    %s; default %s%s\n", type, d->defaultText[0] ? d->defaultText : "(empty)",
+            d->mustAgree ? "; must agree on every rank" : "");
+    fprintf(f, "    %s\n", d->doc);
+  }
+}
