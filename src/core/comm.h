@@ -17,7 +17,6 @@
 
 #define GB_COMM_MAGIC 0x67624361u /* "gbCa" */
 #define GB_COMM_DEAD 0xdeadbeefu
-#define GB_MAX_STREAMS 64
 
 enum { GB_TAG_WORLD = 1, GB_TAG_ISLAND = 2, GB_TAG_BRIDGE = 3 };
 enum { GB_INIT_RUNNING = 0, GB_INIT_DONE = 1, GB_INIT_FAILED = 2 };
@@ -62,10 +61,8 @@ struct gbComm {
   gbStaging_t staging;
   gbProxy_t* proxy;
   void* scratchDev;         /* a small device buffer for gbBarrier */
-  void* streams[GB_MAX_STREAMS]; /* streams this comm enqueued on */
-  int nstreams;
-  gbFlag_t* streamFlag;     /* for draining streams at destroy */
-  uint64_t streamFlagValue;
+  gbFlag_t* streamDone;     /* collectives whose stream work ran or was dropped */
+  uint64_t streamPosted;    /* collectives enqueued on streams */
   uint64_t seq;             /* collectives enqueued */
 
   volatile int abortFlag;

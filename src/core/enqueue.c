@@ -25,10 +25,20 @@ typedef struct {
   uint64_t useOf[64];
 } walk_t;
 
-static void trackStream(gbComm_t c, void* stream) {
-  for (int i = 0; i < c->nstreams; i++)
-    if (c->streams[i] == stream) return;
-  if (c->nstreams < GB_MAX_STREAMS) c->streams[c->nstreams++] = stream;
+/* The last stream task of each collective counts it done (also when the
+ * stream drops it after an error), so teardown knows when no stream work
+ * still points into the communicator. */
+static gbResult_t markerRun(void* arg) {
+  (void)arg;
+  return gbSuccess;
+}
+static void markerDone(void* arg) { __atomic_add_fetch(&((gbComm_t)arg)->streamDone->value, 1, __ATOMIC_RELEASE); }
+
+static gbResult_t markStreamWork(gbComm_t c, void* stream) {
+  if (!c->dev->launchHostFn) return gbSuccess;
+  GB_CHECK(c->dev->launchHostFn(stream, markerRun, c, markerDone));
+  c->streamPosted++;
+  return gbSuccess;
 }
 
 static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
@@ -107,7 +117,6 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send,
   w.stream = stream;
   w.hostGroup = plan.host == GB_HOST_BRIDGE ? &c->bridge.algo : &c->world.algo;
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
-  trackStream(c, stream);
   c->seq++;
   size_t depth = (size_t)w.depth;
   for (size_t i = 0; i < plan.nchunks; i++) {
@@ -116,6 +125,7 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send,
   }
   size_t first = plan.nchunks >= depth ? plan.nchunks - depth + 1 : 0;
   for (size_t k = first; k < plan.nchunks; k++) GB_CHECK(back(&w, k));
+  GB_CHECK(markStreamWork(c, stream));
   GB_TRACE(GB_LOG_COLL, "collective #%llu enqueued: %zu elements in %zu chunks, policy %d",
            (unsigned long long)c->seq, in->count, plan.nchunks, plan.policy);
   return gbSuccess;

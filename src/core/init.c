@@ -175,7 +175,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
     stages = 1;
   }
   if (stages) GB_CHECK_GOTO(stagingSetup(c), res, done);
-  GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamFlag, sizeof(gbFlag_t)), res, done);
+  GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamDone, sizeof(gbFlag_t)), res, done);
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, onProxyIdle, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);

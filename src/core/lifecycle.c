@@ -45,8 +45,8 @@ void gbCommFree(gbComm_t c) {
   /* Work this comm enqueued may still sit in streams: let it finish (every
    * step has a deadline, and aborted steps fail at once) before freeing what
    * it uses. */
-  if (c->dev)
-    for (int i = 0; i < c->nstreams; i++) (void)c->dev->streamSynchronize(c->streams[i]);
+  if (c->streamDone)
+    (void)gbFlagWaitHost(c->streamDone, c->streamPosted, c->settings.timeoutSec + 5, NULL);
   gbProxyDestroy(c->proxy);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
   freeGroup(c, &c->island);
@@ -56,7 +56,7 @@ void gbCommFree(gbComm_t c) {
   if (c->dev) {
     if (c->staging.base) c->dev->hostFree(c->staging.base);
     if (c->staging.staged) c->dev->hostFree(c->staging.staged);
-    if (c->streamFlag) c->dev->hostFree(c->streamFlag);
+    if (c->streamDone) c->dev->hostFree(c->streamDone);
     if (c->scratchDev) c->dev->memFree(c->scratchDev);
   }
   free(c->staging.uses);

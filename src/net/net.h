@@ -8,6 +8,7 @@
 #ifndef GB_NET_NET_H
 #define GB_NET_NET_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
@@ -31,6 +32,8 @@ typedef struct {
 
 typedef struct gbNetListener gbNetListener_t;
 typedef struct gbNetConn gbNetConn_t;
+/* Every transport's struct gbNetReq begins with `const gbNetOps_t* ops`
+ * (its own table), so gbNetWaitAll can serve requests of any transport. */
 typedef struct gbNetReq gbNetReq_t;
 
 /* Where a connection leads, for error messages. */
@@ -38,6 +41,9 @@ typedef struct {
   int peerRank;
   const char* group; /* "bridge", "island nvidia", "world" */
 } gbNetLabel_t;
+
+/* The most pollfds one connection lists (see pollFds). */
+#define GB_NET_MAX_POLLFDS 64
 
 typedef struct gbNetOps {
   const char* name; /* "tcp" */
@@ -67,6 +73,15 @@ typedef struct gbNetOps {
    * while another uses the connection. */
   void (*shutdown)(gbNetConn_t* c);
   void (*close)(gbNetConn_t* c);
+
+  /* For gbNetWaitAll. pollFds appends the sockets req's connection waits on
+   * (POLLIN where receives are pending, POLLOUT where sends are), at most
+   * min(max, GB_NET_MAX_POLLFDS), and returns how many; a connection already
+   * listed in this round (the same round number) adds none, so many requests
+   * on one connection cost one set of entries. reqInfo says where req goes,
+   * for messages. */
+  int (*pollFds)(gbNetReq_t* req, uint64_t round, struct pollfd* fds, int max);
+  void (*reqInfo)(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* bytes);
 } gbNetOps_t;
 
 extern const gbNetOps_t gbNetTcpOps;

@@ -1,0 +1,55 @@
+/* Chooses this process's device once. Selection order:
+ *   1. GPUBRIDGE_VENDOR set: the host device simulating that vendor's GPU
+ *      (a forced simulation wins even where a real GPU is present).
+ *   2. (later) a CUDA runtime found with dlopen: cuda/.
+ *   3. (later) a HIP runtime found with dlopen: hip/.
+ *   4. Otherwise the host device as a plain CPU rank.
+ * Real backends slot in at steps 2 and 3 of choose() below. */
+#include "device/device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* The host device's table is shared by every user; this process's copy
+ * carries the vendor label and run kind chosen here. */
+static gbDeviceOps chosen;
+/* GPUBRIDGE_VENDOR allows at most 15 characters; copied because the
+ * parameter table's text may be reset by tests. */
+static char vendorLabel[32];
+/* The host device cannot fail to open; a real backend's dlopen or runtime
+ * init can, and every later gbDeviceGet then reports it. */
+static gbResult_t chosenResult = gbSuccess;
+
+static void choose(void) {
+  const char* vendor = gbParamString(GB_PARAM_VENDOR);
+  chosen = *gbDeviceHostOps();
+  if (vendor != NULL && vendor[0] != '\0') {
+    snprintf(vendorLabel, sizeof(vendorLabel), "%s", vendor);
+    chosen.vendor = vendorLabel;
+    chosen.runKind = gbRunSimulated;
+    char mode[64];
+    snprintf(mode, sizeof(mode), "simulated %s", vendorLabel);
+    gbLogSetMode(mode);
+  } else {
+    /* Steps 2 and 3 (real CUDA/HIP) go here, before the CPU fallback. */
+    chosen.vendor = "cpu";
+    chosen.runKind = gbRunCpu;
+    gbLogSetMode("cpu");
+  }
+  GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "device: %s, vendor %s, %s", chosen.name, chosen.vendor,
+          chosen.runKind == gbRunSimulated ? "simulated" : chosen.runKind == gbRunCpu ? "cpu" : "real");
+  chosenResult = gbSuccess;
+}
+
+gbResult_t gbDeviceGet(const gbDeviceOps** out) {
+  if (out == NULL) return gbErrorSet(gbInvalidArgument, "gbDeviceGet: the output pointer is NULL");
+  pthread_once(&once, choose);
+  GB_CHECK(chosenResult);
+  *out = &chosen;
+  return gbSuccess;
+}

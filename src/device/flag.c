@@ -1,0 +1,79 @@
+/* Host-side flag signalling: the proxy thread and the host device's streams
+ * hand work over through gbFlag_t words in host memory. */
+#include "device/device.h"
+
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/result.h"
+
+/* Busy-wait iterations before falling back to polling: covers the common case
+ * of a release that is microseconds away without giving up the core. */
+#define SPIN_ITERATIONS 2000
+/* Between polls: short enough to keep hand-over latency low, long enough not
+ * to burn a core during a long wait. */
+#define POLL_INTERVAL_NS 20000
+
+static inline void cpuRelax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
+  /* The error goes first so that a waiter that sees the new value also sees it. */
+  if (error != 0) __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);
+  __atomic_store_n(&flag->value, value, __ATOMIC_RELEASE);
+}
+
+/* 1 when the wait is over; *res says how. */
+static int check(gbFlag_t* flag, uint64_t target, const volatile int* abortFlag, gbResult_t* res) {
+  /* Value before error: the setter stores the error first, so reading the
+   * value with acquire makes an error stored with it visible. */
+  uint64_t v = __atomic_load_n(&flag->value, __ATOMIC_ACQUIRE);
+  int e = __atomic_load_n(&flag->error, __ATOMIC_ACQUIRE);
+  if (e != 0) {
+    *res = (gbResult_t)e;
+    return 1;
+  }
+  if (v >= target) {
+    *res = gbSuccess;
+    return 1;
+  }
+  if (abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
+    *res = gbErrorSet(gbRemoteError,
+                      "aborted while waiting for a flag to reach %llu (it holds %llu): "
+                      "the communicator was aborted",
+                      (unsigned long long)target, (unsigned long long)v);
+    return 1;
+  }
+  return 0;
+}
+
+gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
+                          const volatile int* abortFlag) {
+  gbResult_t res = gbSuccess;
+  gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
+  for (int i = 0; i < SPIN_ITERATIONS; i++) {
+    if (check(flag, value, abortFlag, &res)) return res;
+    cpuRelax();
+  }
+  const struct timespec interval = {0, POLL_INTERVAL_NS};
+  for (;;) {
+    if (check(flag, value, abortFlag, &res)) return res;
+    if (gbDeadlinePassed(deadline)) break;
+    nanosleep(&interval, NULL);
+  }
+  /* One last look: the release may have landed during the final interval. */
+  if (check(flag, value, abortFlag, &res)) return res;
+  return gbErrorSet(gbTimeout,
+                    "waited %g s for a flag to reach %llu (it holds %llu): the work that "
+                    "releases it did not finish; look for an earlier error on this or another "
+                    "rank, or raise GPUBRIDGE_TIMEOUT",
+                    timeoutSec, (unsigned long long)value,
+                    (unsigned long long)__atomic_load_n(&flag->value, __ATOMIC_ACQUIRE));
+}

@@ -1,0 +1,112 @@
+/* Picking a transport, and waiting for many requests at once: the hot path
+ * of every host collective. One round: test the unfinished requests (each
+ * test moves all its connection can), then one poll() over the sockets with
+ * pending work (each connection listed once). A poll that reports nothing
+ * costs no further system calls. */
+#include "net/net.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/result.h"
+
+#define POLL_CAP_MS 50
+#define STACK_REQS 64
+#define STACK_FDS 256
+
+const gbNetOps_t* gbNetGet(int transport) {
+  switch (transport) {
+    case gbTransportTcp: return &gbNetTcpOps;
+    default: return NULL;
+  }
+}
+
+/* Every transport's request starts with its ops table (see net.h). */
+static const gbNetOps_t* opsOf(gbNetReq_t* r) { return *(const gbNetOps_t* const*)r; }
+
+/* Another thread sets the flag: an atomic load keeps the read well defined. */
+static int aborted(const volatile int* abortFlag) {
+  return abortFlag != NULL && __atomic_load_n(abortFlag, __ATOMIC_RELAXED) != 0;
+}
+
+/* Rounds are numbered process-wide, so waits on different threads never
+ * share a number (a connection is used by one thread at a time). */
+static _Atomic uint64_t roundCounter;
+
+static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const volatile int* abortFlag) {
+  gbNetLabel_t label;
+  int isSend;
+  size_t bytes;
+  char more[48] = "";
+  opsOf(pend[0])->reqInfo(pend[0], &label, &isSend, &bytes);
+  const char* group = label.group ? label.group : "net";
+  if (left > 1) snprintf(more, sizeof(more), "and %d more pending; ", left - 1);
+  if (aborted(abortFlag))
+    return gbErrorSet(gbRemoteError, "%s: aborted while %s %zu bytes %s rank %d", group,
+                      isSend ? "sending" : "receiving", bytes, isSend ? "to" : "from", label.peerRank);
+  return gbErrorSet(gbTimeout,
+                    "%s: no progress from rank %d within %.3g s while %s %zu bytes (%sis it stopped or "
+                    "overloaded? GPUBRIDGE_TIMEOUT sets the limit)",
+                    group, label.peerRank, (double)(gbClockNowNs() - start) / 1e9,
+                    isSend ? "sending" : "receiving", bytes, more);
+}
+
+gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const volatile int* abortFlag) {
+  if (n <= 0) return gbSuccess;
+  gbNetReq_t* pendStack[STACK_REQS];
+  struct pollfd fdStack[STACK_FDS];
+  gbNetReq_t** pend = pendStack;
+  struct pollfd* fds = fdStack;
+  int cap = STACK_FDS, left = n, poked = 1;
+  gbResult_t res = gbSuccess;
+  int64_t start = gbClockNowNs();
+  if (n > STACK_REQS && (pend = malloc((size_t)n * sizeof(*pend))) == NULL)
+    return gbErrorSet(gbSystemError, "out of memory waiting for %d requests", n);
+  memcpy(pend, reqs, (size_t)n * sizeof(*pend));
+  for (;;) {
+    if (poked) {
+      for (int i = 0; i < left;) {
+        int done;
+        GB_CHECK_GOTO(opsOf(pend[i])->test(pend[i], &done), res, out);
+        if (done) pend[i] = pend[--left];
+        else i++;
+      }
+      if (left == 0) break;
+    }
+    if (aborted(abortFlag) || gbDeadlinePassed(deadline)) {
+      res = stuck(pend, left, start, abortFlag);
+      goto out;
+    }
+    uint64_t round = atomic_fetch_add(&roundCounter, 1) + 1;
+    int m = 0;
+    for (int i = 0; i < left; i++) {
+      if (cap - m < GB_NET_MAX_POLLFDS) {
+        int ncap = 2 * cap;
+        struct pollfd* nf = fds == fdStack ? malloc((size_t)ncap * sizeof(*nf)) : realloc(fds, (size_t)ncap * sizeof(*nf));
+        if (nf == NULL) {
+          res = gbErrorSet(gbSystemError, "out of memory waiting for %d requests", n);
+          goto out;
+        }
+        if (fds == fdStack) memcpy(nf, fdStack, (size_t)m * sizeof(*nf));
+        fds = nf;
+        cap = ncap;
+      }
+      m += opsOf(pend[i])->pollFds(pend[i], round, fds + m, cap - m);
+    }
+    int rc = poll(fds, (nfds_t)m, gbDeadlineRemainingMs(deadline, POLL_CAP_MS));
+    if (rc < 0 && errno != EINTR) {
+      char eb[128];
+      res = gbErrorSet(gbSystemError, "poll while waiting for %d requests: %s", left, strerror_r(errno, eb, sizeof(eb)));
+      goto out;
+    }
+    /* Nothing ready: no request can have moved, so skip the tests. */
+    poked = rc != 0;
+  }
+out:
+  if (pend != pendStack) free(pend);
+  if (fds != fdStack) free(fds);
+  return res;
+}

@@ -1,0 +1,85 @@
+/* TCP connections: several sockets to one peer, opened by connect() (each
+ * sending the hello) or assembled by the listener's accept(). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/result.h"
+#include "net/tcp/tcp.h"
+
+gbResult_t gbNetTcpConnCreate(const int* fds, int nsocks, gbNetLabel_t label, gbNetConn_t** out) {
+  gbNetConn_t* c = calloc(1, sizeof(*c));
+  gbNetTcpSock_t* socks = calloc((size_t)nsocks, sizeof(*socks));
+  if (c == NULL || socks == NULL) {
+    free(c);
+    free(socks);
+    for (int i = 0; i < nsocks; i++) gbSockClose(fds[i]);
+    return gbErrorSet(gbSystemError, "out of memory creating a connection to rank %d", label.peerRank);
+  }
+  for (int i = 0; i < nsocks; i++) socks[i].fd = fds[i];
+  c->nsocks = nsocks;
+  c->socks = socks;
+  c->peerRank = label.peerRank;
+  /* A copy: the label's text may not outlive the connection. */
+  snprintf(c->group, sizeof(c->group), "%s", label.group ? label.group : "net");
+  atomic_init(&c->shut, 0);
+  c->err = gbSuccess;
+  *out = c;
+  return gbSuccess;
+}
+
+gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
+                           gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out) {
+  int fds[GB_NET_TCP_MAX_SOCKS];
+  int n = hello->nsocks;
+  const char* group = label.group ? label.group : "net";
+  *out = NULL;
+  if (n < 1 || n > GB_NET_TCP_MAX_SOCKS)
+    return gbErrorSet(gbInvalidArgument, "%s: connection to rank %d asks for %d sockets (need 1..%d; "
+                      "check GPUBRIDGE_NSOCKS_PERPEER)", group, label.peerRank, n, GB_NET_TCP_MAX_SOCKS);
+  gbResult_t res = gbSuccess;
+  int opened = 0;
+  char what[96];
+  snprintf(what, sizeof(what), "%s: hello to rank %d", group, label.peerRank);
+  for (; opened < n; opened++) {
+    GB_CHECK_GOTO(gbSockConnect(addr, deadline, abortFlag, &fds[opened]), res, fail);
+    gbNetHello_t h = *hello;
+    h.sockIndex = opened;
+    res = gbSockSendAll(fds[opened], &h, sizeof(h), deadline, abortFlag, what);
+    if (res != gbSuccess) {
+      gbSockClose(fds[opened]);
+      goto fail;
+    }
+  }
+  return gbNetTcpConnCreate(fds, n, label, out);
+fail:
+  for (int i = 0; i < opened; i++) gbSockClose(fds[i]);
+  return res;
+}
+
+void gbNetTcpShutdown(gbNetConn_t* c) {
+  if (c == NULL) return;
+  atomic_store(&c->shut, 1);
+  /* shutdown() (not close) is safe while another thread polls these fds. */
+  for (int i = 0; i < c->nsocks; i++) shutdown(c->socks[i].fd, SHUT_RDWR);
+}
+
+void gbNetTcpClose(gbNetConn_t* c) {
+  if (c == NULL) return;
+  for (int i = 0; i < c->nsocks; i++) gbSockClose(c->socks[i].fd);
+  for (int d = 0; d < 2; d++) {
+    for (gbNetReq_t* r = c->head[d]; r != NULL;) {
+      gbNetReq_t* next = r->next;
+      free(r);
+      r = next;
+    }
+  }
+  for (gbNetReq_t* r = c->freeList; r != NULL;) {
+    gbNetReq_t* next = r->next;
+    free(r);
+    r = next;
+  }
+  free(c->socks);
+  free(c);
+}

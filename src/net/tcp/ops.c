@@ -1,0 +1,19 @@
+/* The TCP transport's ops table. */
+#include "net/tcp/tcp.h"
+
+const gbNetOps_t gbNetTcpOps = {
+    .name = "tcp",
+    .listen = gbNetTcpListen,
+    .listenerAddr = gbNetTcpListenerAddr,
+    .listenerServe = gbNetTcpListenerServe,
+    .accept = gbNetTcpAccept,
+    .listenerClose = gbNetTcpListenerClose,
+    .connect = gbNetTcpConnect,
+    .isend = gbNetTcpIsend,
+    .irecv = gbNetTcpIrecv,
+    .test = gbNetTcpTest,
+    .shutdown = gbNetTcpShutdown,
+    .close = gbNetTcpClose,
+    .pollFds = gbNetTcpPollFds,
+    .reqInfo = gbNetTcpReqInfo,
+};

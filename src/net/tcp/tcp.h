@@ -1,0 +1,71 @@
+/* The TCP transport's private types, shared by its files: the listener
+ * (listener.c), connections (conn.c) and message progress (xfer.c). */
+#ifndef GB_NET_TCP_TCP_H
+#define GB_NET_TCP_TCP_H
+
+#include <stdatomic.h>
+#include "net/net.h"
+
+#define GB_NET_TCP_MAX_SOCKS GB_NET_MAX_POLLFDS
+/* Smallest piece a message is cut into. */
+#define GB_NET_TCP_MIN_PIECE ((size_t)64 * 1024)
+
+enum { GB_DIR_SEND = 0, GB_DIR_RECV = 1 };
+
+struct gbNetReq {
+  const gbNetOps_t* ops; /* first: gbNetWaitAll dispatches on it */
+  gbNetConn_t* conn;
+  struct gbNetReq *prev, *next; /* the connection's queue of this direction */
+  char* buf;
+  size_t bytes;
+  size_t piece;  /* bytes per piece; piece k travels on socket k */
+  int npieces;   /* <= nsocks, since piece >= bytes / nsocks */
+  int piecesLeft;
+  int dir;
+  int done;
+};
+
+typedef struct {
+  int fd;
+  gbNetReq_t* cur[2]; /* next request with a piece for this socket, per direction */
+  size_t off[2];      /* bytes of that piece already moved */
+} gbNetTcpSock_t;
+
+struct gbNetConn {
+  int nsocks;
+  gbNetTcpSock_t* socks;
+  gbNetReq_t *head[2], *tail[2]; /* posted, not yet freed, per direction */
+  gbNetReq_t* freeList;
+  int nfree;
+  int peerRank;
+  char group[48];
+  uint64_t pollRound;
+  atomic_int shut;      /* shutdown() was called (maybe from another thread) */
+  gbResult_t err;       /* sticky: every later call returns it */
+  char errMsg[320];
+};
+
+gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint64_t commHash,
+                          gbNetListener_t** out);
+gbResult_t gbNetTcpListenerAddr(gbNetListener_t* l, gbSockAddr_t* out);
+gbResult_t gbNetTcpListenerServe(gbNetListener_t* l);
+gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
+                          gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+void gbNetTcpListenerClose(gbNetListener_t* l);
+
+/* Takes ownership of fds[0..nsocks-1] (closed on failure too). */
+gbResult_t gbNetTcpConnCreate(const int* fds, int nsocks, gbNetLabel_t label, gbNetConn_t** out);
+gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
+                           gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+void gbNetTcpShutdown(gbNetConn_t* c);
+void gbNetTcpClose(gbNetConn_t* c);
+
+gbResult_t gbNetTcpIsend(gbNetConn_t* c, const void* buf, size_t bytes, gbNetReq_t** req);
+gbResult_t gbNetTcpIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** req);
+gbResult_t gbNetTcpTest(gbNetReq_t* req, int* done);
+int gbNetTcpPollFds(gbNetReq_t* req, uint64_t round, struct pollfd* fds, int max);
+void gbNetTcpReqInfo(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* bytes);
+/* Frees a request (to the connection's free list). */
+void gbNetTcpReqFree(gbNetConn_t* c, gbNetReq_t* r);
+
+#endif

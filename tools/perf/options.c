@@ -1,0 +1,263 @@
+/* The command line, nccl-tests' flags. Parsed before gbCommInitFromEnv: every
+ * rank gets the same argv, so a bad flag stops every rank alike with exit 2
+ * instead of leaving the others waiting in init. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "perf.h"
+
+static const char usageText[] =
+    "usage: gpubridge-perf all_reduce|broadcast [flags]\n"
+    "  -b, --minbytes N        smallest size in bytes, K/M/G suffixes (1024-based) (32M)\n"
+    "  -e, --maxbytes N        largest size in bytes (32M)\n"
+    "  -f, --stepfactor N      multiply the size by N each step (2)\n"
+    "  -i, --stepbytes N       add N bytes each step instead; 0: use -f (0)\n"
+    "  -n, --iters N           timed iterations per size (20)\n"
+    "  -w, --warmup_iters N    untimed iterations first (1)\n"
+    "  -c, --check 0|1         check every result against values computed here (1)\n"
+    "  -o, --op OP             sum|prod|min|max|avg|all (sum)\n"
+    "  -d, --datatype T        int8|uint8|int32|uint32|int64|uint64|half|float16|float|\n"
+    "                          float32|double|float64|bfloat16|all (float)\n"
+    "  -r, --root N            broadcast root (0)\n"
+    "  -z, --blocking 0|1      0: enqueue all iterations, then synchronize; 1: synchronize\n"
+    "                          after each (0)\n"
+    "  -a, --average 0|1|2|3   printed time: 0 rank 0's, 1 mean, 2 min, 3 max over ranks (1)\n"
+    "  -T, --timeout S         every wait's deadline in seconds (GPUBRIDGE_TIMEOUT)\n"
+    "  -J, --output_file F     also write the results to F, one JSON object a line\n"
+    "  -h, --help              this text\n"
+    "Start one process per rank: gpubridge-run -n 4 --vendors nvidia:2,amd:2 -- \\\n"
+    "  gpubridge-perf all_reduce -b 8 -e 64M -f 2\n";
+
+/* One write, so a launcher that stops this rank midway cuts no line. */
+static int fail(const char* fmt, const char* arg) {
+  char why[512], line[640];
+  snprintf(why, sizeof(why), fmt, arg);
+  snprintf(line, sizeof(line), "gpubridge-perf: %s\nrun gpubridge-perf -h for the flags\n", why);
+  fputs(line, stderr);
+  return PERF_EXIT_USAGE;
+}
+
+/* The flag getopt just rejected, for the message. */
+static const char* flagName(char** argv) {
+  static char buf[8];
+  if (optopt == 0) return argv[optind - 1]; /* a long option */
+  snprintf(buf, sizeof(buf), "-%c", optopt);
+  return buf;
+}
+
+/* "32M" -> 33554432. Digits, then at most one of K/M/G (1024-based). */
+static int parseSize(const char* s, size_t* out) {
+  if (s[0] < '0' || s[0] > '9') return -1;
+  errno = 0;
+  char* end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0) return -1;
+  unsigned shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+  }
+  if (*end != '\0') return -1;
+  if (v > (SIZE_MAX >> shift)) return -1;
+  *out = (size_t)v << shift;
+  return 0;
+}
+
+static int parseInt(const char* s, int lo, int hi, int* out) {
+  if (s[0] == '\0') return -1;
+  errno = 0;
+  char* end;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static const struct { const char* name; gbDataType_t dt; } typeNames[] = {
+    {"int8", gbInt8},         {"uint8", gbUint8},     {"int32", gbInt32},
+    {"uint32", gbUint32},     {"int64", gbInt64},     {"uint64", gbUint64},
+    {"half", gbFloat16},      {"float16", gbFloat16}, {"float", gbFloat32},
+    {"float32", gbFloat32},   {"double", gbFloat64},  {"float64", gbFloat64},
+    {"bfloat16", gbBfloat16},
+};
+
+static int parseTypes(const char* s, perfOptions_t* opts) {
+  if (strcmp(s, "all") == 0) {
+    opts->nTypes = 0;
+    for (int t = 0; t < gbNumTypes; t++) opts->types[opts->nTypes++] = (gbDataType_t)t;
+    return 0;
+  }
+  for (size_t k = 0; k < sizeof(typeNames) / sizeof(typeNames[0]); k++) {
+    if (strcmp(s, typeNames[k].name) == 0) {
+      opts->nTypes = 1;
+      opts->types[0] = typeNames[k].dt;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int parseOps(const char* s, perfOptions_t* opts) {
+  if (strcmp(s, "all") == 0) {
+    opts->nOps = 0;
+    for (int o = 0; o < gbNumOps; o++) opts->ops[opts->nOps++] = (gbRedOp_t)o;
+    return 0;
+  }
+  for (int o = 0; o < gbNumOps; o++) {
+    if (strcmp(s, perfOpName((gbRedOp_t)o)) == 0) {
+      opts->nOps = 1;
+      opts->ops[0] = (gbRedOp_t)o;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static void setDefaults(perfOptions_t* opts) {
+  memset(opts, 0, sizeof(*opts));
+  opts->minBytes = opts->maxBytes = (size_t)32 << 20;
+  opts->stepFactor = 2;
+  opts->stepBytes = 0;
+  opts->iters = 20;
+  opts->warmup = 1;
+  opts->check = 1;
+  opts->blocking = 0;
+  opts->average = PERF_AVG_MEAN;
+  opts->root = 0;
+  opts->nTypes = 1;
+  opts->types[0] = gbFloat32;
+  opts->nOps = 1;
+  opts->ops[0] = gbSum;
+}
+
+/* Whether at least one requested (type, op) pair is defined. */
+static int anyValidPair(const perfOptions_t* opts) {
+  if (opts->coll == PERF_BROADCAST) return 1;
+  for (int t = 0; t < opts->nTypes; t++)
+    for (int o = 0; o < opts->nOps; o++)
+      if (perfOpValid(opts->ops[o], opts->types[t])) return 1;
+  return 0;
+}
+
+int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
+  static const struct option longOpts[] = {
+      {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
+      {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
+      {"iters", required_argument, 0, 'n'},      {"warmup_iters", required_argument, 0, 'w'},
+      {"check", required_argument, 0, 'c'},      {"op", required_argument, 0, 'o'},
+      {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
+      {"blocking", required_argument, 0, 'z'},   {"average", required_argument, 0, 'a'},
+      {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
+      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  setDefaults(opts);
+  opterr = 0; /* our own messages, with the flag's name */
+  int c;
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:z:a:T:J:h", longOpts, NULL)) != -1) {
+    const char* a = optarg;
+    switch (c) {
+      case 'b': if (parseSize(a, &opts->minBytes) != 0 || opts->minBytes == 0)
+                  return fail("-b wants a size of at least 1 byte, like 8, 64K, 32M or 1G; got '%s'", a);
+                break;
+      case 'e': if (parseSize(a, &opts->maxBytes) != 0 || opts->maxBytes == 0)
+                  return fail("-e wants a size of at least 1 byte, like 8, 64K, 32M or 1G; got '%s'", a);
+                break;
+      case 'f': if (parseSize(a, &opts->stepFactor) != 0 || opts->stepFactor < 2)
+                  return fail("-f wants a whole step factor of at least 2; got '%s'", a);
+                break;
+      case 'i': if (parseSize(a, &opts->stepBytes) != 0)
+                  return fail("-i wants a step in bytes (0: use -f); got '%s'", a);
+                break;
+      case 'n': if (parseInt(a, 1, INT_MAX, &opts->iters) != 0)
+                  return fail("-n wants at least 1 iteration; got '%s'", a);
+                break;
+      case 'w': if (parseInt(a, 0, INT_MAX, &opts->warmup) != 0)
+                  return fail("-w wants 0 or more warm-up iterations; got '%s'", a);
+                break;
+      case 'c': if (parseInt(a, 0, 1, &opts->check) != 0)
+                  return fail("-c wants 0 or 1; got '%s'", a);
+                break;
+      case 'o': if (parseOps(a, opts) != 0)
+                  return fail("-o wants sum, prod, min, max, avg or all; got '%s'", a);
+                break;
+      case 'd': if (parseTypes(a, opts) != 0)
+                  return fail("-d wants int8, uint8, int32, uint32, int64, uint64, half, float16, "
+                              "float, float32, double, float64, bfloat16 or all; got '%s'", a);
+                break;
+      case 'r': if (parseInt(a, 0, INT_MAX, &opts->root) != 0)
+                  return fail("-r wants a rank, 0 or more; got '%s'", a);
+                break;
+      case 'z': if (parseInt(a, 0, 1, &opts->blocking) != 0)
+                  return fail("-z wants 0 or 1; got '%s'", a);
+                break;
+      case 'a': if (parseInt(a, 0, 3, &opts->average) != 0)
+                  return fail("-a wants 0 (rank 0), 1 (mean), 2 (min) or 3 (max); got '%s'", a);
+                break;
+      case 'T': if (parseInt(a, 1, INT_MAX, &opts->timeoutSeconds) != 0)
+                  return fail("-T wants a timeout of at least 1 second; got '%s'", a);
+                break;
+      case 'J': if (a[0] == '\0') return fail("-J wants a file name%s", "");
+                opts->jsonPath = a;
+                break;
+      case 'h': {
+        /* Once per job, not once per rank, when a launcher set RANK. */
+        const char* rank = getenv("RANK");
+        if (!rank || strcmp(rank, "0") == 0) fputs(usageText, stdout);
+        return 1;
+      }
+      case ':': return fail("%s needs a value", flagName(argv));
+      default: return fail("unknown flag '%s'", flagName(argv));
+    }
+  }
+  if (optind >= argc) return fail("which collective? all_reduce or broadcast%s", "");
+  if (optind + 1 < argc) return fail("one collective only; unexpected '%s'", argv[optind + 1]);
+  const char* name = argv[optind];
+  if (strcmp(name, "all_reduce") == 0 || strcmp(name, "allreduce") == 0) {
+    opts->coll = PERF_ALL_REDUCE;
+  } else if (strcmp(name, "broadcast") == 0) {
+    opts->coll = PERF_BROADCAST;
+  } else {
+    return fail("unknown collective '%s': all_reduce or broadcast", name);
+  }
+  if (opts->minBytes > opts->maxBytes) return fail("-b is larger than -e%s", "");
+  if (!anyValidPair(opts))
+    return fail("avg needs a floating type (half, float, double, bfloat16)%s", "");
+  return 0;
+}
+
+const char* perfCollName(perfColl_t coll) {
+  return coll == PERF_BROADCAST ? "broadcast" : "all_reduce";
+}
+
+int perfOptionsNextSize(const perfOptions_t* opts, size_t elemSize, size_t* raw, size_t* bytes) {
+  for (;;) {
+    int first = *raw == 0;
+    size_t next;
+    if (first) {
+      next = opts->minBytes;
+    } else if (opts->stepBytes > 0) {
+      next = *raw + opts->stepBytes;
+      if (next < *raw) return 0; /* overflow */
+    } else {
+      if (*raw > SIZE_MAX / opts->stepFactor) return 0;
+      next = *raw * opts->stepFactor;
+    }
+    if (next > opts->maxBytes) return 0;
+    *raw = next;
+    size_t count = next / elemSize;
+    if (count == 0) count = 1;
+    if (!first && count * elemSize == *bytes) continue; /* the same size once more */
+    *bytes = count * elemSize;
+    return 1;
+  }
+}
+
+size_t perfOptionsMaxBytes(const perfOptions_t* opts) {
+  /* Rounded down to whole elements, except that one element is always run. */
+  size_t bytes = opts->maxBytes < 8 ? 8 : opts->maxBytes;
+  return (bytes + 63) & ~(size_t)63;
+}
