@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -42,6 +43,46 @@ typedef struct {
   gbProbe_t* probes;  /* in arrival order */
   int nprobes, cap;
 } root_t;
+
+/* The roots this process hosts, until each has sent its verdict. */
+#define MAX_ROOTS 64
+static pthread_mutex_t rootsLock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rootsDone = PTHREAD_COND_INITIALIZER;
+static uint64_t runningRoots[MAX_ROOTS];
+static int nrunning;
+
+static void rootRegister(uint64_t hash) {
+  pthread_mutex_lock(&rootsLock);
+  if (nrunning < MAX_ROOTS) runningRoots[nrunning++] = hash;
+  pthread_mutex_unlock(&rootsLock);
+}
+
+static int rootFind(uint64_t hash) {
+  for (int i = 0; i < nrunning; i++)
+    if (runningRoots[i] == hash) return i;
+  return -1;
+}
+
+static void rootFinished(uint64_t hash) {
+  pthread_mutex_lock(&rootsLock);
+  int i = rootFind(hash);
+  if (i >= 0) runningRoots[i] = runningRoots[--nrunning];
+  pthread_cond_broadcast(&rootsDone);
+  pthread_mutex_unlock(&rootsLock);
+}
+
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline) {
+  pthread_mutex_lock(&rootsLock);
+  while (rootFind(commHash) >= 0 && !gbDeadlinePassed(deadline)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 100) * 1000000L + 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&rootsDone, &rootsLock, &ts);
+  }
+  pthread_mutex_unlock(&rootsLock);
+}
 
 static void refuse(root_t* r, int i, const char* why) {
   char peer[96], here[96];
@@ -191,6 +232,7 @@ static void* rootMain(void* arg) {
   gbSockClose(r->listenFd);
   free(r->probes);
   free(r->rankFds);
+  rootFinished(r->commHash);
   free(r);
   return NULL;
 }
@@ -207,6 +249,7 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
     return res;
   }
   *boundOut = r->bound;
+  rootRegister(commHash);
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -214,6 +257,7 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
   int err = pthread_create(&t, &attr, rootMain, r);
   pthread_attr_destroy(&attr);
   if (err) {
+    rootFinished(commHash);
     gbSockClose(r->listenFd);
     free(r);
     return gbErrorSet(gbSystemError, "rendezvous root: cannot start its thread: %s", strerror(err));

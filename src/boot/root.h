@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"
+#include "base/clock.h"
 #include "os/socket.h"
 
 #define GB_BOOT_VERDICT_MAGIC 0x67625664u /* "gbVd" */
@@ -25,5 +26,10 @@ typedef struct {
  * itself once it has sent its verdict. boundOut receives the address. */
 gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB_NET_SECRET_BYTES],
                            uint64_t commHash, gbSockAddr_t* boundOut);
+
+/* Waits until this process's root for commHash (if it runs one) has sent its
+ * verdict to every rank, so the hosting process does not exit (taking the
+ * root with it) while others still wait for the verdict. */
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline);
 
 #endif

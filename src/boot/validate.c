@@ -211,10 +211,10 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
       if (count[r] == 0) bad[nbad++] = r;
     if (nbad && (in->timedOut || p.count == 0)) {
       missingRanks = 1;
-      add(&p, "%s %s did not reach the rendezvous root within %d s; check that %s running and uses the same "
-              "unique id (MASTER_ADDR:MASTER_PORT)",
+      add(&p, "%s %s did not reach the rendezvous root within %d s; check that %s and %s the same unique id "
+              "(MASTER_ADDR:MASTER_PORT)",
           nbad > 1 ? "ranks" : "rank", gbBootRankList(bad, nbad, list, sizeof(list)), in->timeoutSec,
-          nbad > 1 ? "they are" : "it is");
+          nbad > 1 ? "they are running" : "it is running", nbad > 1 ? "use" : "uses");
     }
     free(count);
     free(bad);

@@ -10,6 +10,7 @@
 #include "base/result.h"
 #include "boot/exchange.h"
 #include "boot/mesh.h"
+#include "boot/root.h"
 #include "core/comm.h"
 #include "core/settings.h"
 #include "plan/plan.h"
@@ -148,7 +149,9 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_INFO(GB_LOG_INIT, "rank %d of %d: %s device, vendor %s, joining the rendezvous", rank, nranks, c->dev->name,
           c->dev->vendor);
   gbProbe_t* probes = NULL;
-  GB_CHECK(gbBootExchange(id, &probe, c->settings.timeoutSec, &c->abortFlag, &probes));
+  gbResult_t exchanged = gbBootExchange(id, &probe, c->settings.timeoutSec, &c->abortFlag, &probes);
+  gbBootRootWait(gbBootIdHash(id), gbDeadlineIn(c->settings.timeoutSec));
+  GB_CHECK(exchanged);
   gbResult_t res = gbTopoBuild(probes, nranks, rank, &c->topo);
   if (res != gbSuccess) goto done;
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);

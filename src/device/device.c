@@ -28,6 +28,9 @@ static gbResult_t chosenResult = gbSuccess;
 static void choose(void) {
   const char* vendor = gbParamString(GB_PARAM_VENDOR);
   chosen = *gbDeviceHostOps();
+  /* Set but invalid: still simulated (the start-up verdict reports the value),
+   * so the rank is not also counted as a CPU rank. */
+  if (gbParamIsSet(GB_PARAM_VENDOR) && (vendor == NULL || vendor[0] == '\0')) vendor = "invalid";
   if (vendor != NULL && vendor[0] != '\0') {
     snprintf(vendorLabel, sizeof(vendorLabel), "%s", vendor);
     chosen.vendor = vendorLabel;
