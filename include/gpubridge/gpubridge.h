@@ -133,6 +133,7 @@ typedef struct {
   int island;                    /* this rank's island */
   int runKind;                   /* a gbRunKind_t, the same on every rank */
   int policy;                    /* the gbPolicy_t that gbPolicyAuto resolved to for large messages */
+  int splitTest;                 /* nonzero: a one-vendor job relabelled into islands, for testing only */
   const int* islandOfRank;       /* [nranks] */
   const int* leaderOfIsland;     /* [nislands] global rank of each island's leader */
   const int* islandSize;         /* [nislands] */

@@ -23,6 +23,8 @@ static const char* const levelChoices[] = {"NONE", "WARN", "INFO", "TRACE", NULL
 /* Same order as gbPolicy_t and gbTransport_t: the value is the index. */
 static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", NULL};
 static const char* const transportChoices[] = {"tcp", NULL};
+/* Same order as gbSplitTest_t. */
+static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
@@ -52,14 +54,26 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_STAGING_SLOTS] = {"GPUBRIDGE_STAGING_SLOTS", GB_PARAM_INT, "4", NULL, 2, 64, 1,
                                 "Host staging slots per communicator: chunks in flight in the pipeline."},
     [GB_PARAM_RING_MIN_BYTES] = {"GPUBRIDGE_RING_MIN_BYTES", GB_PARAM_SIZE, "64K", NULL, 0, TIB, 1,
-                                 "Messages of at least this many bytes use the ring on the host; smaller "
-                                 "ones recursive doubling."},
+                                 "Host collectives of at least this many bytes (and 3 or more members) use the "
+                                 "ring; smaller ones one exchange round (docs/REDUCTION_ORDER.md)."},
     [GB_PARAM_JOB_SECRET] = {"GPUBRIDGE_JOB_SECRET", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                              "Shared secret of the job for gbCommInitFromEnv; ranks without it are refused."},
     [GB_PARAM_UNIQUE_ID] = {"GPUBRIDGE_UNIQUE_ID", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                             "A unique id as 256 hex digits, for gbCommInitFromEnv."},
     [GB_PARAM_SIM_HOST] = {"GPUBRIDGE_SIM_HOST", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                            "Pretend host name, so that one machine can simulate several hosts."},
+    [GB_PARAM_SPLIT_TEST] = {"GPUBRIDGE_SPLIT_TEST", GB_PARAM_ENUM, "off", splitChoices, 0, 0, 1,
+                             "Testing only: relabel a one-vendor job into two islands: half (ranks below "
+                             "n/2 and the rest), alternate (even and odd ranks), node (one island per host)."},
+    [GB_PARAM_DEVICE] = {"GPUBRIDGE_DEVICE", GB_PARAM_INT, "-1", NULL, -1, 1023, 0,
+                         "GPU index this rank uses; -1 takes the launcher's local rank modulo the GPUs visible."},
+    [GB_PARAM_CUDART_LIBRARY] = {"GPUBRIDGE_CUDART_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                                 "Path or name of the CUDA runtime to load; empty tries libcudart.so.13, .12, then "
+                                 "libcudart.so."},
+    [GB_PARAM_CUDA_LIBRARY] = {"GPUBRIDGE_CUDA_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                               "Path or name of the CUDA driver library to load; empty loads libcuda.so.1."},
+    [GB_PARAM_NCCL_LIBRARY] = {"GPUBRIDGE_NCCL_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                               "Path or name of NCCL to load for NVIDIA islands; empty loads libnccl.so.2."},
 };
 
 /* Words after the range in an INT error. */

@@ -18,7 +18,7 @@ typedef struct {
   int32_t timeoutSec;
   int32_t nsocks;
   int32_t stagingSlots;
-  int32_t pad;
+  int32_t splitTest;    /* GPUBRIDGE_SPLIT_TEST: 0 off, 1 half, 2 alternate, 3 node */
   int64_t chunkBytes;
   int64_t ringMinBytes;
 } gbSettings_t;

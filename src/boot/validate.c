@@ -118,6 +118,8 @@ static int64_t fNsocks(const gbProbe_t* p) { return p->settings.nsocks; }
 static int64_t fSlots(const gbProbe_t* p) { return p->settings.stagingSlots; }
 static int64_t fChunk(const gbProbe_t* p) { return p->settings.chunkBytes; }
 static int64_t fRingMin(const gbProbe_t* p) { return p->settings.ringMinBytes; }
+static int64_t fSplit(const gbProbe_t* p) { return p->settings.splitTest; }
+static const char* showSplit(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_SPLIT_TEST, v, b, l); }
 static int64_t fRunKind(const gbProbe_t* p) { return p->runKind; }
 
 typedef struct {
@@ -136,6 +138,7 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_STAGING_SLOTS", fSlots, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_CHUNK_BYTES (or config.chunkBytes)", fChunk, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_RING_MIN_BYTES", fRingMin, showInt, "set it the same on every rank"},
+    {"GPUBRIDGE_SPLIT_TEST", fSplit, showSplit, "set it the same on every rank"},
     {"the kind of device", fRunKind, showRunKind,
      "a job is either all real GPUs or all simulated (GPUBRIDGE_VENDOR set on every rank)"},
 };

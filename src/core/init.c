@@ -48,6 +48,26 @@ static gbResult_t listenAddress(const gbComm_t c, gbSockAddr_t* addr, char* prob
   return gbSuccess;
 }
 
+/* Split-test mode relabels a one-vendor job into islands, for testing the
+ * bridge where only one vendor's GPUs exist. */
+static void splitLabel(gbProbe_t* p) {
+  char base[16];
+  snprintf(base, sizeof(base), "%s", p->vendor);
+  switch (p->settings.splitTest) {
+    case 1: /* half */
+      snprintf(p->vendor, sizeof(p->vendor), "%.13s-%c", base, p->rank < (p->nranks + 1) / 2 ? 'a' : 'b');
+      break;
+    case 2: /* alternate */
+      snprintf(p->vendor, sizeof(p->vendor), "%.13s-%c", base, p->rank % 2 ? 'b' : 'a');
+      break;
+    case 3: /* node */
+      snprintf(p->vendor, sizeof(p->vendor), "%.7s@%.7s", base, p->host);
+      break;
+    default:
+      break;
+  }
+}
+
 static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, const gbConfig_t* config,
                             gbProbe_t* p) {
   memset(p, 0, sizeof(*p));
@@ -63,6 +83,7 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   snprintf(p->host, sizeof(p->host), "%s", gbHostName());
   snprintf(p->vendor, sizeof(p->vendor), "%s", c->dev->vendor);
   gbCommSettingsResolve(config, &p->settings, &c->blocking, p->problems, sizeof(p->problems));
+  splitLabel(p);
   gbSockAddr_t addr;
   GB_CHECK(listenAddress(c, &addr, p->problems, sizeof(p->problems)));
   c->net = gbNetGet(p->settings.transport);
@@ -131,6 +152,7 @@ static void fillPublicTopology(gbComm_t c) {
   p->leaderOfIsland = c->topo.leaderOfIsland;
   p->islandSize = c->topo.islandSize;
   p->islandVendor = c->topo.vendorNames;
+  p->splitTest = c->settings.splitTest;
 }
 
 gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank, int localRank,
@@ -146,6 +168,13 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   gbProbe_t probe;
   GB_CHECK(fillProbe(c, nranks, rank, localRank, config, &probe));
   c->settings = probe.settings;
+  if (c->settings.splitTest) {
+    char mode[64];
+    snprintf(mode, sizeof(mode), "split-test %s %s", c->dev->runKind == gbRunReal ? "real" : "simulated",
+             c->dev->vendor);
+    gbLogSetMode(mode);
+    GB_WARN("GPUBRIDGE_SPLIT_TEST is set: this one-vendor job is relabelled into islands, for testing only");
+  }
   GB_INFO(GB_LOG_INIT, "rank %d of %d: %s device, vendor %s, joining the rendezvous", rank, nranks, c->dev->name,
           c->dev->vendor);
   gbProbe_t* probes = NULL;

@@ -48,6 +48,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
   s->stagingSlots = (int32_t)gbParamInt(GB_PARAM_STAGING_SLOTS);
   s->chunkBytes = gbParamInt(GB_PARAM_CHUNK_BYTES);
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
+  s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   *blocking = 1;
 
   if (HAS(c, blocking)) {

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
 
   perfRankInfo_t* ranks = perfRanksGather(&ctx);
   perfTable_t table = {.json = openJson(&ctx, &opts), .check = opts.check,
-                       .simulated = ctx.topo.runKind == gbRunSimulated};
+                       .simulated = ctx.topo.runKind == gbRunSimulated,
+                       .splitTest = ctx.topo.splitTest != 0};
   if (ctx.topo.rank == 0) perfTableHeader(&opts, &ctx, ranks);
   free(ranks);
 

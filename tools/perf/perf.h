@@ -164,6 +164,7 @@ typedef struct {
   FILE* json; /* NULL: none */
   int check;
   int simulated;
+  int splitTest; /* a one-vendor job relabelled into islands: every result says so */
   double busBwSum;
   int busBwCount;
 } perfTable_t;

@@ -50,7 +50,8 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
     printf("%s%s: ", k ? ", " : "", t->islandVendor[k]);
     printIslandRanks(t, k);
   }
-  printf("), policy %s, %s\n", perfPolicyName(t->policy), mode);
+  printf("), policy %s, %s%s\n", perfPolicyName(t->policy), mode, t->splitTest ? ", split-test" : "");
+  if (t->splitTest) printf("# split-test: one vendor's ranks relabelled into islands, for testing only\n");
   if (t->runKind == gbRunSimulated)
     printf("# simulated GPUs: timings are of the host simulation, not of GPUs\n");
   printf("# minBytes %zu maxBytes %zu step: ", opts->minBytes, opts->maxBytes);
@@ -94,8 +95,9 @@ static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx
   fprintf(f, "\"redop\": \"%s\", \"root\": %d, \"ranks\": %d, \"islands\": %d, \"policy\": \"%s\", ",
           row->root < 0 ? perfOpName(row->op) : "none", row->root, t->nranks, t->nislands,
           perfPolicyName(t->policy));
-  fprintf(f, "\"mode\": \"%s\", \"simulated\": %s, \"iters\": %d, \"warmup\": %d, \"blocking\": %d, ",
-          perfRunKindName(t->runKind), table->simulated ? "true" : "false", opts->iters, opts->warmup,
+  fprintf(f, "\"mode\": \"%s\", \"simulated\": %s, \"split_test\": %s, \"iters\": %d, \"warmup\": %d, \"blocking\": %d, ",
+          perfRunKindName(t->runKind), table->simulated ? "true" : "false",
+          table->splitTest ? "true" : "false", opts->iters, opts->warmup,
           opts->blocking);
   jsonHalf(f, table, "out_of_place", &row->outOfPlace);
   fprintf(f, ", ");
@@ -109,7 +111,7 @@ void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t
          row->root < 0 ? perfOpName(row->op) : "none", row->root);
   printHalf(table, &row->outOfPlace);
   printHalf(table, &row->inPlace);
-  printf(table->simulated ? " simulated\n" : "\n");
+  printf("%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "");
   fflush(stdout);
   table->busBwSum += row->outOfPlace.busBw + row->inPlace.busBw;
   table->busBwCount += 2;
@@ -121,5 +123,6 @@ void perfTableFooter(perfTable_t* table, uint64_t outOfBounds) {
   printf("# Avg bus bandwidth    : %g \n", table->busBwCount ? table->busBwSum / table->busBwCount : 0.0);
   printf("#\n");
   if (table->simulated) printf("# (simulated)\n");
+  if (table->splitTest) printf("# (split-test)\n");
   fflush(stdout);
 }
