@@ -14,7 +14,7 @@ typedef struct {
   size_t count, es, pe;
   int root;      /* < 0: all-reduce */
   int folds;     /* this member receives and folds */
-  char* slots;   /* [window][n] pieces; slot me holds a copy of my input when in place */
+  char* slots;   /* [window][n] pieces received (slot me unused) */
   size_t slotBytes;
 } exch_t;
 
@@ -44,19 +44,17 @@ static void foldPiece(const exch_t* x, size_t k, gbDataType_t dt, gbRedOp_t op, 
   size_t off = k * x->pe;
   size_t elems = x->count - off < x->pe ? x->count - off : x->pe;
   size_t bytes = elems * x->es;
-  char* acc = x->recv + off * x->es;
+  char* out = x->recv + off * x->es;
   const char* mine = x->send + off * x->es;
-  if (g->me != 0 && mine == acc) {
-    /* In place: x0 is about to overwrite my input, which is folded later. */
-    memcpy(slotAt(x, k, g->me), mine, bytes);
-    mine = slotAt(x, k, g->me);
-  }
-  const char* x0 = g->me == 0 ? mine : slotAt(x, k, 0);
-  if (x0 != acc) memcpy(acc, x0, bytes);
+  /* Member 0 folds in its output. The others fold in x0's slot and copy
+   * once: that also keeps an in-place input intact until it is folded. */
+  char* acc = g->me == 0 ? out : slotAt(x, k, 0);
+  if (g->me == 0 && mine != out) memcpy(out, mine, bytes);
   for (int i = 1; i < g->n; i++) {
     gbReduceInto(acc, i == g->me ? mine : slotAt(x, k, i), elems, dt, op);
   }
   if (divisor > 0) gbDivideBy(acc, elems, dt, divisor);
+  if (acc != out) memcpy(out, acc, bytes);
 }
 
 gbResult_t gbAlgoExchange(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,

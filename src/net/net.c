@@ -67,15 +67,19 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
     return gbErrorSet(gbSystemError, "out of memory waiting for %d requests", n);
   memcpy(pend, reqs, (size_t)n * sizeof(*pend));
   for (;;) {
-    if (poked) {
+    /* Testing one request moves its whole connection, which can finish a
+     * request tested earlier in the pass: pass again while any finished. */
+    while (poked) {
+      int before = left;
       for (int i = 0; i < left;) {
         int done;
         GB_CHECK_GOTO(opsOf(pend[i])->test(pend[i], &done), res, out);
         if (done) pend[i] = pend[--left];
         else i++;
       }
-      if (left == 0) break;
+      poked = left > 0 && left < before;
     }
+    if (left == 0) break;
     if (aborted(abortFlag) || gbDeadlinePassed(deadline)) {
       res = stuck(pend, left, start, abortFlag);
       goto out;
@@ -95,6 +99,10 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
         cap = ncap;
       }
       m += opsOf(pend[i])->pollFds(pend[i], round, fds + m, cap - m);
+    }
+    if (m == 0) { /* every request left has finished its socket work */
+      poked = 1;
+      continue;
     }
     int rc = poll(fds, (nfds_t)m, gbDeadlineRemainingMs(deadline, POLL_CAP_MS));
     if (rc < 0 && errno != EINTR) {

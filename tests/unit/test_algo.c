@@ -540,6 +540,8 @@ static int runGroup(int n) {
 
 int main(int argc, char** argv) {
   int lo = 1, hi = MAX_N;
+  printf("test_algo: WARN lines about invalid arguments and one timeout are expected\n");
+  fflush(stdout);
   if (argc > 1) lo = hi = atoi(argv[1]); /* one group size, for debugging */
   for (int n = lo; n <= hi; n++) {
     if (!runGroup(n)) return 1;
