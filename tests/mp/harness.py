@@ -1,0 +1,241 @@
+"""Shared helpers of the multi-process suites (tests/mp/test_*.py).
+
+Standard library only. Every process gets a timeout; every wait is a
+condition polled up to a deadline, never a bare sleep.
+"""
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("GB_TEST_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
+BUILD_DIR = os.environ.get("GB_TEST_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+
+# Variables a job must not inherit from whoever runs the suite.
+_JOB_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+
+
+def launcher():
+    return os.path.join(BUILD_DIR, "bin", "gpubridge-run")
+
+
+def program(name):
+    return os.path.join(BUILD_DIR, "tests", name)
+
+
+def require_built(*names):
+    """Fails the suite with a clear message when a needed binary is missing."""
+    missing = [p for p in [launcher()] + [program(n) for n in names] if not os.access(p, os.X_OK)]
+    if missing:
+        print("FAIL: not built: " + ", ".join(missing) + " (build first: make BUILD=...)")
+        sys.exit(1)
+
+
+def clean_env(**extra):
+    """The suite's environment without GPUBRIDGE_* and launcher variables,
+    plus extra (values converted to str; None removes)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("GPUBRIDGE_") and not k.startswith("OMPI_") and k not in _JOB_VARS}
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def vendor_list(spec):
+    """'nvidia:2,amd:1' or 'nvidia,amd,nvidia' -> ['nvidia', 'nvidia', 'amd']."""
+    out = []
+    for part in spec.split(","):
+        if ":" in part:
+            name, n = part.split(":")
+            out += [name] * int(n)
+        else:
+            out.append(part)
+    return out
+
+
+def free_port():
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout, interval=0.02):
+    """Polls cond() until it is true or timeout seconds passed; returns its last value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(interval)  # polling interval of a deadline-bounded wait
+
+
+_TAG = re.compile(r"^\[(\d+)\] ?(.*)$")
+
+
+def by_rank(text):
+    """{rank: [lines]} from the launcher's tagged output ("[r] line")."""
+    out = {}
+    for line in text.splitlines():
+        m = _TAG.match(line)
+        if m:
+            out.setdefault(int(m.group(1)), []).append(m.group(2))
+    return out
+
+
+class Result:
+    def __init__(self, cmd, rc, out, err, elapsed, timed_out):
+        self.cmd, self.rc, self.out, self.err = cmd, rc, out, err
+        self.elapsed, self.timed_out = elapsed, timed_out
+
+    def lines(self):
+        """{rank: [lines]} of stdout and stderr together."""
+        merged = by_rank(self.out)
+        for r, ls in by_rank(self.err).items():
+            merged.setdefault(r, []).extend(ls)
+        return merged
+
+    def tail(self, n=40):
+        text = (self.out + ("\n--- stderr ---\n" + self.err if self.err.strip() else "")).splitlines()
+        return "\n".join(text[-n:])
+
+
+def launch_cmd(n, prog_args, vendors=None, keep_going=False, timeout=None, port=None, extra=()):
+    cmd = [launcher(), "-n", str(n)]
+    if vendors:
+        cmd += ["--vendors", vendors]
+    if keep_going:
+        cmd.append("--keep-going")
+    if timeout:
+        cmd += ["--timeout", str(timeout)]
+    if port:
+        cmd += ["--port", str(port)]
+    cmd += list(extra) + ["--"] + list(prog_args)
+    return cmd
+
+
+def run(cmd, env, timeout):
+    """Runs cmd to completion or timeout seconds (then kills its process group)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+    timed_out = False
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(p)
+        out, err = p.communicate(timeout=30)
+    return Result(cmd, p.returncode, out, err, time.monotonic() - t0, timed_out)
+
+
+def run_job(n, prog_args, env, vendors=None, keep_going=False, launcher_timeout=None, port=None,
+            timeout=120, extra=()):
+    return run(launch_cmd(n, prog_args, vendors, keep_going, launcher_timeout, port, extra), env, timeout)
+
+
+def _kill_group(p):
+    """Kills the process group this harness started for p (its own session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LiveJob:
+    """A job whose output is read while it runs, so a test can wait for lines."""
+
+    def __init__(self, cmd, env):
+        self.cmd = cmd
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                  start_new_session=True)
+        self._lock = threading.Lock()
+        self.out_lines, self.err_lines = [], []
+        self._threads = [threading.Thread(target=self._pump, args=(self.p.stdout, self.out_lines), daemon=True),
+                         threading.Thread(target=self._pump, args=(self.p.stderr, self.err_lines), daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, f, sink):
+        for line in f:
+            with self._lock:
+                sink.append(line.rstrip("\n"))
+
+    def text(self):
+        with self._lock:
+            return "\n".join(self.out_lines), "\n".join(self.err_lines)
+
+    def lines(self):
+        out, err = self.text()
+        merged = by_rank(out)
+        for r, ls in by_rank(err).items():
+            merged.setdefault(r, []).extend(ls)
+        return merged
+
+    def wait_for(self, cond, timeout):
+        """Polls cond(lines_by_rank) until it holds (True), or the job ended
+        without it or the deadline passed (False)."""
+        def check():
+            if cond(self.lines()):
+                return "yes"
+            if self.p.poll() is not None:
+                for t in self._threads:  # the pipes may still hold the last lines
+                    t.join(timeout=10)
+                return "yes" if cond(self.lines()) else "ended"
+            return None
+        return wait_until(check, timeout) == "yes"
+
+    def finish(self, timeout):
+        """Waits for the job to end (killing its group at the deadline); returns a Result."""
+        timed_out = False
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(self.p)
+            self.p.wait(timeout=30)
+        for t in self._threads:
+            t.join(timeout=10)
+        out, err = self.text()
+        return Result(self.cmd, self.p.returncode, out, err, time.monotonic() - self.t0, timed_out)
+
+
+class Suite:
+    """Counts checks; prints 'N passed, N failed' at the end and exits."""
+
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+        self.t0 = time.monotonic()
+
+    def check(self, ok, what, detail=""):
+        if ok:
+            self.passed += 1
+            print("PASS " + what, flush=True)
+        else:
+            self.failed += 1
+            print("FAIL " + what + ("\n" + detail if detail else ""), flush=True)
+        return ok
+
+    def done(self):
+        print("%s: %.1f s" % (self.name, time.monotonic() - self.t0))
+        print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
+        sys.exit(0 if self.failed == 0 and self.passed > 0 else 1)
+
+
+def which(name):
+    return shutil.which(name)

@@ -1,0 +1,73 @@
+/* One rank of the start-up validation tests (tests/mp/test_validation.py).
+ *
+ * Usage: rank_init [--env-for-rank R NAME=VALUE]...
+ * Applies each NAME=VALUE (setenv) when this process's RANK, as the launcher
+ * gave it, is R (RANK itself may be overridden), then initialises from the
+ * environment. Prints "init-error: <gbGetLastError text>" on one line and
+ * exits 1 when init fails; prints "init-ok" and exits 0 when it succeeds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpubridge/gpubridge.h"
+
+#define MAX_OVERRIDES 32
+
+static int launcherRank(void) {
+  const char* names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
+  for (int i = 0; i < 3; i++)
+    if (getenv(names[i])) return atoi(getenv(names[i]));
+  return -1;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int me = launcherRank();
+  struct {
+    int rank;
+    char* assign;
+  } ov[MAX_OVERRIDES];
+  int nov = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--env-for-rank") == 0 && i + 2 < argc && strchr(argv[i + 2], '=') &&
+        nov < MAX_OVERRIDES) {
+      ov[nov].rank = atoi(argv[i + 1]);
+      ov[nov].assign = argv[i + 2];
+      nov++;
+      i += 2;
+    } else {
+      printf("rank_init: bad argument '%s' (usage: --env-for-rank R NAME=VALUE ...)\n", argv[i]);
+      return 2;
+    }
+  }
+  /* Decide on the launcher's rank first, then apply: an override of RANK
+   * must not change which later overrides apply. */
+  for (int k = 0; k < nov; k++) {
+    if (ov[k].rank != me) continue;
+    char* eq = strchr(ov[k].assign, '=');
+    *eq = '\0';
+    if (setenv(ov[k].assign, eq + 1, 1) != 0) {
+      printf("rank_init: setenv %s failed\n", ov[k].assign);
+      return 2;
+    }
+    *eq = '=';
+  }
+
+  gbComm_t comm = NULL;
+  gbResult_t res = gbCommInitFromEnv(&comm, NULL);
+  if (res != gbSuccess) {
+    /* One line, whatever the text holds. */
+    char text[8192];
+    snprintf(text, sizeof(text), "%s", gbGetLastError(NULL));
+    for (char* p = text; *p; p++)
+      if (*p == '\n' || *p == '\r') *p = ' ';
+    printf("init-error: %s\n", text);
+    printf("init-result: %d\n", (int)res);
+    return 1;
+  }
+  int rank = -1;
+  (void)gbCommUserRank(comm, &rank);
+  res = gbCommDestroy(comm);
+  printf("init-ok rank %d destroy %d\n", rank, (int)res);
+  return res == gbSuccess ? 0 : 1;
+}

@@ -1,0 +1,107 @@
+"""Start-up validation: every rule that makes init fail must fail on EVERY rank
+with byte-identical text that names the rank at fault.
+
+Each case runs a 4-rank job (nvidia:2,amd:2) of tests/rank_init, with
+`--env-for-rank R NAME=VALUE` changing one rank's environment before init.
+Each rank prints "init-error: <text>"; the driver compares the texts after the
+launcher's "[r] " prefix.
+
+    python3 tests/mp/test_validation.py [--only SUBSTRING]
+"""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+N = 4
+VENDORS = "nvidia:2,amd:2"
+TIMEOUT = 10  # GPUBRIDGE_TIMEOUT: nothing waits long
+
+# (name, overrides [(rank, "NAME=VALUE")], base env, rank(s) at fault or None,
+#  words the text must contain)
+CASES = [
+    ("world size differs on rank 3", [(3, "WORLD_SIZE=5")], {}, 3, ["WORLD_SIZE"]),
+    ("policy differs on rank 1", [(1, "GPUBRIDGE_POLICY=flat")], {}, 1, ["GPUBRIDGE_POLICY"]),
+    ("chunk bytes differ on rank 2", [(2, "GPUBRIDGE_CHUNK_BYTES=128K")], {}, 2, ["GPUBRIDGE_CHUNK_BYTES"]),
+    ("sockets per peer differ on rank 1", [(1, "GPUBRIDGE_NSOCKS_PERPEER=3")], {}, 1,
+     ["GPUBRIDGE_NSOCKS_PERPEER"]),
+    ("ring threshold differs on rank 3", [(3, "GPUBRIDGE_RING_MIN_BYTES=8K")], {}, 3,
+     ["GPUBRIDGE_RING_MIN_BYTES"]),
+    ("timeout differs on rank 2", [(2, "GPUBRIDGE_TIMEOUT=%d" % (TIMEOUT + 1))], {}, 2, ["GPUBRIDGE_TIMEOUT"]),
+    ("duplicate rank: rank 3 claims 2", [(3, "RANK=2")], {}, 2, ["RANK"]),
+    ("invalid GPUBRIDGE_POLICY on rank 2", [(2, "GPUBRIDGE_POLICY=bogus")], {}, 2, ["GPUBRIDGE_POLICY", "bogus"]),
+    ("invalid GPUBRIDGE_TIMEOUT on rank 1", [(1, "GPUBRIDGE_TIMEOUT=abc")], {}, 1, ["GPUBRIDGE_TIMEOUT", "abc"]),
+    ("invalid GPUBRIDGE_CHUNK_BYTES on rank 3", [(3, "GPUBRIDGE_CHUNK_BYTES=12Q")], {}, 3,
+     ["GPUBRIDGE_CHUNK_BYTES", "12Q"]),
+    ("invalid GPUBRIDGE_VENDOR on rank 1", [(1, "GPUBRIDGE_VENDOR=Bad!")], {}, 1, ["GPUBRIDGE_VENDOR", "Bad!"]),
+    ("policy differs on rank 0, the root's host", [(0, "GPUBRIDGE_POLICY=hierarchical")], {}, 0,
+     ["GPUBRIDGE_POLICY"]),
+    ("invalid values on two ranks", [(1, "GPUBRIDGE_POLICY=bogus"), (3, "GPUBRIDGE_CHUNK_BYTES=12Q")], {}, [1, 3],
+     ["GPUBRIDGE_POLICY", "bogus", "GPUBRIDGE_CHUNK_BYTES", "12Q"]),
+    ("policy native with two islands", [], {"GPUBRIDGE_POLICY": "native"}, None, ["native", "GPUBRIDGE_POLICY"]),
+]
+
+def names_alone(text, rank):
+    """Whether text names rank on its own ("rank 3 uses 5", "rank 3 (pid ..."),
+    not merely inside a list of the ranks that agree."""
+    return re.search(r"\brank %d\b" % rank, text) is not None
+
+
+def run_case(overrides, extra_env):
+    env = harness.clean_env(GPUBRIDGE_TIMEOUT=TIMEOUT, **extra_env)
+    args = [harness.program("rank_init")]
+    for r, assign in overrides:
+        args += ["--env-for-rank", str(r), assign]
+    return harness.run_job(N, args, env, vendors=VENDORS, keep_going=True, launcher_timeout=4 * TIMEOUT,
+                           timeout=6 * TIMEOUT)
+
+
+def main():
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    harness.require_built("rank_init")
+    suite = harness.Suite("validation")
+
+    if not only:
+        res = run_case([], {})
+        lines = res.lines()
+        ok = [r for r in range(N) if any(l.startswith("init-ok") for l in lines.get(r, []))]
+        suite.check(res.rc == 0 and ok == list(range(N)), "control: a consistent job initialises on every rank",
+                    "rc %s, ranks ok %s\n%s" % (res.rc, ok, res.tail()))
+
+    for name, overrides, extra_env, fault, words in CASES:
+        if only and only not in name:
+            continue
+        res = run_case(overrides, extra_env)
+        lines = res.lines()
+        texts = {}
+        for r in range(N):
+            errs = [l[len("init-error: "):] for l in lines.get(r, []) if l.startswith("init-error: ")]
+            if errs:
+                texts[r] = errs[0]
+        results = {r: [l for l in lines.get(r, []) if l.startswith("init-result: ")] for r in range(N)}
+        detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail())
+        print("%s: %.1f s: %s" % (name, res.elapsed, texts.get(0, "(rank 0 printed no init-error)")), flush=True)
+        suite.check(sorted(texts) == list(range(N)), name + ": every rank fails init", detail)
+        distinct = set(texts.values())
+        suite.check(len(distinct) == 1, name + ": byte-identical text on every rank",
+                    "\n".join("[%d] %s" % (r, t) for r, t in sorted(texts.items())))
+        suite.check(len({tuple(v) for v in results.values()}) == 1, name + ": the same result code on every rank",
+                    str(results))
+        text = texts.get(0, "")
+        faults = [] if fault is None else fault if isinstance(fault, list) else [fault]
+        for f in faults:
+            suite.check(names_alone(text, f), name + ": the text names rank %d" % f, text)
+        missing = [w for w in words if w not in text]
+        suite.check(not missing, name + ": the text mentions %s" % ", ".join(words), "missing %s in: %s" % (
+            missing, text))
+        suite.check(res.rc != 0 and not res.timed_out and res.elapsed < 3 * TIMEOUT,
+                    name + ": the job ends promptly with a failure", detail)
+
+    print("SKIP ranks disagreeing on the transport: this build has one transport (tcp)")
+    suite.done()
+
+
+if __name__ == "__main__":
+    main()
