@@ -191,7 +191,10 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   snprintf(name, sizeof(name), "island %s", t->vendor[t->island]);
   GB_CHECK_GOTO(groupSetup(c, &c->island, GB_TAG_ISLAND, name, t->members[t->island], t->islandSize[t->island], probes),
                 res, done);
-  GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  if (c->dev->runKind == gbRunReal && strcmp(c->dev->vendor, "nvidia") == 0)
+    GB_CHECK_GOTO(gbIslandNcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  else
+    GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   int stages = 0;
   if (c->policy == gbPolicyHierarchical && t->isLeader) {
     GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,

@@ -45,8 +45,10 @@ void gbCommFree(gbComm_t c) {
   /* Work this comm enqueued may still sit in streams: let it finish (every
    * step has a deadline, and aborted steps fail at once) before freeing what
    * it uses. */
-  if (c->streamDone)
+  if (c->streamDone && c->dev->launchHostFn)
     (void)gbFlagWaitHost(c->streamDone, c->streamPosted, c->settings.timeoutSec + 5, NULL);
+  else if (c->dev && c->dev->deviceSynchronize && c->seq > 0)
+    (void)c->dev->deviceSynchronize();
   gbProxyDestroy(c->proxy);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
   freeGroup(c, &c->island);

@@ -1,10 +1,11 @@
 /* Chooses this process's device once. Selection order:
  *   1. GPUBRIDGE_VENDOR set: the host device simulating that vendor's GPU
  *      (a forced simulation wins even where a real GPU is present).
- *   2. (later) a CUDA runtime found with dlopen: cuda/.
+ *   2. A CUDA runtime found with dlopen and a GPU visible: cuda/ (real nvidia).
+ *      CUDA present but unusable (or a library the user named that does not
+ *      load) is an error, not a silent CPU rank.
  *   3. (later) a HIP runtime found with dlopen: hip/.
- *   4. Otherwise the host device as a plain CPU rank.
- * Real backends slot in at steps 2 and 3 of choose() below. */
+ *   4. Otherwise the host device as a plain CPU rank. */
 #include "device/device.h"
 
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
+#include "device/cuda/cuda.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* The host device's table is shared by every user; this process's copy
@@ -39,10 +41,23 @@ static void choose(void) {
     snprintf(mode, sizeof(mode), "simulated %s", vendorLabel);
     gbLogSetMode(mode);
   } else {
-    /* Steps 2 and 3 (real CUDA/HIP) go here, before the CPU fallback. */
-    chosen.vendor = "cpu";
-    chosen.runKind = gbRunCpu;
-    gbLogSetMode("cpu");
+    int found = 0;
+    char why[768];
+    gbResult_t res = gbDeviceCudaOpen(&chosen, &found, why, sizeof(why));
+    if (res != gbSuccess) {
+      chosenResult = res;
+      return;
+    }
+    if (found) {
+      gbLogSetMode("real nvidia");
+    } else {
+      GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "no CUDA GPU: %s", why);
+      /* Step 3 (HIP) goes here, before the CPU fallback. */
+      chosen = *gbDeviceHostOps();
+      chosen.vendor = "cpu";
+      chosen.runKind = gbRunCpu;
+      gbLogSetMode("cpu");
+    }
   }
   GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "device: %s, vendor %s, %s", chosen.name, chosen.vendor,
           chosen.runKind == gbRunSimulated ? "simulated" : chosen.runKind == gbRunCpu ? "cpu" : "real");

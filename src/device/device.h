@@ -44,13 +44,18 @@ typedef struct gbDeviceOps {
   gbResult_t (*copyAsync)(void* dst, const void* src, size_t bytes, void* stream);
   /* The stream sets flag->value = value. */
   gbResult_t (*flagWrite)(gbFlag_t* flag, uint64_t value, void* stream);
-  /* The stream waits until flag->value >= value; a flag error becomes the
-   * stream's error. */
+  /* The stream waits until flag->value >= value. On the host device a flag
+   * error becomes the stream's error; a GPU sees only the value, so whoever
+   * sets an error also releases the value. */
   gbResult_t (*flagWait)(gbFlag_t* flag, uint64_t value, void* stream);
   /* The stream runs fn(arg) on a host thread, then freeArg(arg) (also when
    * the work is dropped after an earlier error). NULL where the device has no
    * host work (a real GPU). */
   gbResult_t (*launchHostFn)(void* stream, gbStreamFn_t fn, void* arg, void (*freeArg)(void*));
+  /* Waits for every stream of the device (teardown on a GPU, where no host
+   * function tells when a communicator's stream work is done). NULL on the
+   * host device, which counts finished work with launchHostFn instead. */
+  gbResult_t (*deviceSynchronize)(void);
 } gbDeviceOps;
 
 /* This process's device, chosen once: GPUBRIDGE_VENDOR set -> host device

@@ -39,4 +39,12 @@ struct gbIsland {
 gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
                               gbIslandErrorFn_t onError, void* errCtx, gbIsland_t** out);
 
+/* An NVIDIA island over NCCL (dlopen'd: GPUBRIDGE_NCCL_LIBRARY, else
+ * libnccl.so.2). Collective over group (connected; borrowed until destroy),
+ * which carries only the agreement and the NCCL id. dev must be a real GPU.
+ * Calls enqueue NCCL work on the caller's stream; destroy waits for it
+ * (ncclCommDestroy), or aborts it after a failure or an abort. */
+gbResult_t gbIslandNcclCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
+                              gbIslandErrorFn_t onError, void* errCtx, gbIsland_t** out);
+
 #endif

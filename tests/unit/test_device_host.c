@@ -128,6 +128,7 @@ static void testSelectionCpu(void) {
   if (pid == 0) {
     alarm(30); /* bounds the parent's wait below */
     unsetenv("GPUBRIDGE_VENDOR");
+    setenv("CUDA_VISIBLE_DEVICES", "", 1); /* no GPU, also on a GPU machine */
     gbParamReset();
     const gbDeviceOps* d = NULL;
     if (gbDeviceGet(&d) != gbSuccess) _exit(2);
