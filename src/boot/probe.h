@@ -9,7 +9,7 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 1u
+#define GB_PROBE_VERSION 2u
 
 /* Settings that decide the schedule: every rank must hold the same. */
 typedef struct {
@@ -33,6 +33,10 @@ typedef struct {
   uint64_t hostId;
   char host[64];
   char vendor[16];
+  char gpuUuid[48];   /* "" when unknown or simulated */
+  char gpuPci[24];    /* PCI bus id, "" when unknown */
+  int32_t gpuIndex;   /* -1 without a GPU */
+  int32_t pad;
   gbSettings_t settings;
   gbSockAddr_t listenAddr;
   char problems[512]; /* invalid GPUBRIDGE_* values and config fields, "; "-separated */

@@ -167,6 +167,22 @@ static int countIslands(const gbProbe_t* sorted, int n, char* desc, size_t len) 
   return nislands;
 }
 
+/* Two ranks of one island on one GPU of one host would deadlock or corrupt
+ * the vendor library's communicator. Split-test mode is exempt: it exists
+ * to run several ranks on few GPUs for testing. */
+static void sharedGpus(problems_t* p, const gbProbe_t* s, int n) {
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++) {
+      if (s[a].runKind != gbRunReal || s[a].settings.splitTest || s[a].hostId != s[b].hostId || strcmp(s[a].vendor, s[b].vendor) != 0) continue;
+      int sameUuid = s[a].gpuUuid[0] && strcmp(s[a].gpuUuid, s[b].gpuUuid) == 0;
+      int samePci = !s[a].gpuUuid[0] && s[a].gpuPci[0] && strcmp(s[a].gpuPci, s[b].gpuPci) == 0;
+      if (sameUuid || samePci)
+        add(p, "ranks %d and %d of island %s share GPU %s on %s; give each rank of an island its own GPU "
+               "(LOCAL_RANK, CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, GPUBRIDGE_DEVICE)",
+            a, b, s[a].vendor, sameUuid ? s[a].gpuUuid : s[a].gpuPci, s[a].host);
+    }
+}
+
 gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int sortedCap, char* text,
                           size_t textLen) {
   const gbProbe_t* probes = in->probes;
@@ -235,6 +251,7 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
       for (int i = 0; i < n; i++) sorted[probes[i].rank] = probes[i];
       char islands[1024];
       int nislands = countIslands(sorted, nranks, islands, sizeof(islands));
+      sharedGpus(&p, sorted, nranks);
       if (sorted[0].settings.policy == 2 /* gbPolicyNative */ && nislands > 1)
         add(&p, "policy native needs one island, but this job has %d (%s); use GPUBRIDGE_POLICY=hierarchical or "
                 "auto",

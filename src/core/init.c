@@ -82,6 +82,9 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   p->hostId = gbHostId();
   snprintf(p->host, sizeof(p->host), "%s", gbHostName());
   snprintf(p->vendor, sizeof(p->vendor), "%s", c->dev->vendor);
+  p->gpuIndex = -1;
+  if (c->dev->identify)
+    c->dev->identify(p->gpuUuid, sizeof(p->gpuUuid), p->gpuPci, sizeof(p->gpuPci), &p->gpuIndex);
   gbCommSettingsResolve(config, &p->settings, &c->blocking, p->problems, sizeof(p->problems));
   splitLabel(p);
   gbSockAddr_t addr;
@@ -140,6 +143,20 @@ static void onProxyIdle(void* ctx) {
   if (c->listener) (void)c->net->listenerServe(c->listener);
 }
 
+/* An island whose GPUs report neither UUID nor PCI address cannot be checked
+ * for two ranks on one GPU: say so (every member of it says the same). */
+static void warnUnchecked(gbComm_t c, const gbProbe_t* probes) {
+  const gbTopo_t* t = &c->topo;
+  for (int k = 0; k < t->islandSize[t->island]; k++) {
+    const gbProbe_t* p = &probes[t->members[t->island][k]];
+    if (p->runKind == gbRunReal && !p->gpuUuid[0] && !p->gpuPci[0]) {
+      GB_WARN("island %s: rank %d's GPU reports neither a UUID nor a PCI address, so the island is not checked for "
+              "two ranks on one GPU", t->vendor[t->island], p->rank);
+      return;
+    }
+  }
+}
+
 static void fillPublicTopology(gbComm_t c) {
   gbTopology_t* p = &c->pub;
   p->nranks = c->nranks;
@@ -163,10 +180,19 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   c->rank = rank;
   c->nranks = nranks;
   c->id = *id;
-  GB_CHECK(gbDeviceGet(&c->dev));
+  char deviceProblem[256] = "";
+  if (gbDeviceGet(&c->dev) != gbSuccess) {
+    /* Still join the rendezvous, so every rank fails with this text. */
+    snprintf(deviceProblem, sizeof(deviceProblem), "%s", gbErrorLast());
+    c->dev = gbDeviceUnusableOps();
+  }
 
   gbProbe_t probe;
   GB_CHECK(fillProbe(c, nranks, rank, localRank, config, &probe));
+  if (deviceProblem[0]) {
+    size_t used = strlen(probe.problems);
+    snprintf(probe.problems + used, sizeof(probe.problems) - used, "%s%s", used ? "; " : "", deviceProblem);
+  }
   c->settings = probe.settings;
   if (c->settings.splitTest) {
     char mode[64];
@@ -184,6 +210,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   gbResult_t res = gbTopoBuild(probes, nranks, rank, &c->topo);
   if (res != gbSuccess) goto done;
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
+  warnUnchecked(c, probes);
   fillPublicTopology(c);
 
   const gbTopo_t* t = &c->topo;

@@ -27,6 +27,13 @@ static char vendorLabel[32];
  * init can, and every later gbDeviceGet then reports it. */
 static gbResult_t chosenResult = gbSuccess;
 
+static gbDeviceOps unusableOps;
+static void fillUnusable(void) {
+  unusableOps = *gbDeviceHostOps();
+  unusableOps.vendor = "unusable";
+  unusableOps.runKind = gbRunReal;
+}
+
 static void choose(void) {
   const char* vendor = gbParamString(GB_PARAM_VENDOR);
   chosen = *gbDeviceHostOps();
@@ -70,4 +77,10 @@ gbResult_t gbDeviceGet(const gbDeviceOps** out) {
   GB_CHECK(chosenResult);
   *out = &chosen;
   return gbSuccess;
+}
+
+const gbDeviceOps* gbDeviceUnusableOps(void) {
+  static pthread_once_t unusableOnce = PTHREAD_ONCE_INIT;
+  pthread_once(&unusableOnce, fillUnusable);
+  return &unusableOps;
 }

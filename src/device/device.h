@@ -56,6 +56,9 @@ typedef struct gbDeviceOps {
    * function tells when a communicator's stream work is done). NULL on the
    * host device, which counts finished work with launchHostFn instead. */
   gbResult_t (*deviceSynchronize)(void);
+  /* This process's GPU: UUID and PCI bus id ("" when unknown) and index.
+   * NULL on the host device. */
+  void (*identify)(char* uuid, size_t uuidLen, char* pci, size_t pciLen, int* index);
 } gbDeviceOps;
 
 /* This process's device, chosen once: GPUBRIDGE_VENDOR set -> host device
@@ -64,6 +67,10 @@ gbResult_t gbDeviceGet(const gbDeviceOps** out);
 
 /* The host device (also for tests). */
 const gbDeviceOps* gbDeviceHostOps(void);
+
+/* Stands in for a GPU that could not be opened, so the rank can still join
+ * the rendezvous and every rank hears why (run kind real, vendor "unusable"). */
+const gbDeviceOps* gbDeviceUnusableOps(void);
 
 /* Waits on the host until flag->value >= value: spins briefly, then polls,
  * until the deadline (seconds from now) or *abortFlag. Returns gbSuccess,

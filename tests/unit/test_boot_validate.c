@@ -93,6 +93,31 @@ int main(void) {
   p[1].runKind = gbRunReal;
   EXPECT(check(p, 4, 0, text) == gbInvalidUsage && strstr(text, "rank 1 uses a real GPU"), "mixed kinds: %s", text);
 
+  /* Two ranks of one island on one GPU of one host: refused; other islands,
+   * other hosts and split-test mode may share. */
+  job(p, 4, two);
+  for (int r = 0; r < 4; r++) {
+    p[r].runKind = gbRunReal;
+    snprintf(p[r].gpuUuid, sizeof(p[r].gpuUuid), "GPU-0");
+  }
+  EXPECT(check(p, 4, 0, text) == gbInvalidUsage, "shared GPU refused");
+  EXPECT(strstr(text, "ranks 0 and 1 of island nvidia share GPU GPU-0 on node0") &&
+             strstr(text, "ranks 2 and 3 of island amd share GPU GPU-0"),
+         "shared: %s", text);
+  snprintf(p[1].gpuUuid, sizeof(p[1].gpuUuid), "GPU-1");
+  snprintf(p[3].gpuUuid, sizeof(p[3].gpuUuid), "GPU-1");
+  EXPECT(check(p, 4, 0, text) == gbSuccess, "one GPU per rank of an island; islands share: %s", text);
+  for (int r = 0; r < 4; r++) p[r].gpuUuid[0] = '\0', snprintf(p[r].gpuPci, sizeof(p[r].gpuPci), "0000:0%d", r % 2);
+  EXPECT(check(p, 4, 0, text) == gbSuccess, "PCI ids distinct within islands: %s", text);
+  snprintf(p[1].gpuPci, sizeof(p[1].gpuPci), "0000:00");
+  EXPECT(check(p, 4, 0, text) == gbInvalidUsage && strstr(text, "share GPU 0000:00"), "same PCI id: %s", text);
+  for (int r = 0; r < 4; r++) p[r].settings.splitTest = 1;
+  EXPECT(check(p, 4, 0, text) == gbSuccess, "split-test may share: %s", text);
+
+  job(p, 4, two);
+  p[1].runKind = gbRunReal;
+  check(p, 4, 0, text);
+
   /* The same input gives the same bytes: the verdict is a pure function. */
   char again[4096];
   check(p, 4, 0, again);

@@ -48,6 +48,7 @@ typedef struct {
   char rtName[256];  /* what was loaded, for messages */
   char drvName[256];
   int device;        /* this process's GPU (runtime ordinal) */
+  gbCuDevice_t cuDev; /* the same GPU for the driver API */
   int deviceCount;
   int runtimeVersion, driverVersion;
   gbCudaFlagMode_t flagMode;
@@ -77,6 +78,8 @@ typedef struct {
   gbCuResult_t (*cuDeviceGet)(gbCuDevice_t*, int);
   gbCuResult_t (*cuDeviceGetAttribute)(int*, int, gbCuDevice_t);
   gbCuResult_t (*cuDeviceGetName)(char*, int, gbCuDevice_t);
+  gbCuResult_t (*cuDeviceGetUuid)(unsigned char uuid[16], gbCuDevice_t); /* optional: _v2, else v1 */
+  gbCudaError_t (*cudaDeviceGetPCIBusId)(char*, int, int);
   gbCuResult_t (*cuGetErrorString)(gbCuResult_t, const char**);
   gbCuResult_t (*cuGetErrorName)(gbCuResult_t, const char**);
   gbCuResult_t (*cuStreamWriteValue32)(gbCudaStream_t, gbCuDevicePtr_t, uint32_t, unsigned int);

@@ -141,4 +141,5 @@ void gbDeviceCudaFillOps(gbDeviceOps* ops) {
   ops->flagWait = gbDeviceCudaFlagWait;
   ops->launchHostFn = NULL; /* island work on a GPU is the vendor library's */
   ops->deviceSynchronize = deviceSynchronize;
+  ops->identify = gbDeviceCudaIdentify;
 }

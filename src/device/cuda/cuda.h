@@ -8,8 +8,8 @@
 #include "device/device.h"
 
 /* Loads the CUDA runtime and driver and picks this process's GPU
- * (GPUBRIDGE_DEVICE, else the launcher's local rank modulo the GPUs visible,
- * else 0). Outcomes:
+ * (GPUBRIDGE_DEVICE; else the launcher's local rank, which must name a
+ * visible GPU unless exactly one is visible; else 0). Outcomes:
  *  - gbSuccess, *found = 1: *ops is the "cuda" device (run kind real, vendor nvidia);
  *  - gbSuccess, *found = 0: no CUDA here (no runtime library, no driver, no
  *    GPU); why says what was looked for. Nothing is logged at WARN;
@@ -23,5 +23,9 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
  * also makes its primary context current for driver and NCCL calls). Every
  * cuda op does this first, since streams are used from any thread. */
 gbResult_t gbDeviceCudaMakeCurrent(void);
+
+/* The chosen GPU's UUID ("GPU-xxxxxxxx-...") and PCI bus id; "" where the
+ * driver does not say. */
+void gbDeviceCudaIdentify(char* uuid, size_t uuidLen, char* pci, size_t pciLen, int* index);
 
 #endif

@@ -96,7 +96,7 @@ static gbResult_t bindRuntime(void) {
               RT(cudaHostGetDevicePointer), RT(cudaStreamCreateWithFlags), RT(cudaStreamDestroy),
               RT(cudaStreamSynchronize), RT(cudaDeviceSynchronize), RT(cudaLaunchHostFunc), RT(cudaGetLastError),
               RT(cudaGetErrorString), RT(cudaGetErrorName), RT(cudaRuntimeGetVersion),
-              RT(cudaDriverGetVersion)};
+              RT(cudaDriverGetVersion), RT(cudaDeviceGetPCIBusId)};
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
     if (!bindSym(api.rtHandle, syms[i].name, syms[i].field))
       return gbErrorSet(gbUnhandledCudaError,
@@ -191,7 +191,17 @@ static gbResult_t chooseDevice(void) {
   }
   const char* from = NULL;
   int lr = localRank(&from);
-  api.device = lr >= 0 ? lr % api.deviceCount : 0;
+  if (lr >= api.deviceCount && api.deviceCount > 1) {
+    const char* vis = getenv("CUDA_VISIBLE_DEVICES");
+    return gbErrorSet(gbInvalidArgument,
+                      "%s=%d names GPU %d, but this process sees %d GPUs (CUDA_VISIBLE_DEVICES=%s): start at most "
+                      "%d ranks on this node, or give each rank its own GPU (CUDA_VISIBLE_DEVICES per rank; Slurm: "
+                      "--gpus-per-task=1) or set GPUBRIDGE_DEVICE",
+                      from, lr, lr, api.deviceCount, vis ? vis : "unset", api.deviceCount);
+  }
+  /* One visible GPU (CUDA_VISIBLE_DEVICES per rank, Slurm's --gpus-per-task)
+   * is this rank's whatever its local rank. */
+  api.device = lr >= 0 && api.deviceCount > 1 ? lr : 0;
   if (lr >= 0)
     GB_INFO(GB_LOG_DEVICE, "GPU %d of %d from %s=%d", api.device, api.deviceCount, from, lr);
   else
@@ -304,12 +314,25 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
   GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "cuda: GPU %d of %d (%s), runtime %s version %d, driver version %d, flags by %s",
           api.device, api.deviceCount, gpuName, api.rtName, api.runtimeVersion, api.driverVersion,
           flagModeName(api.flagMode));
+  api.cuDev = cuDev;
+  if (!bindSym(api.drvHandle, "cuDeviceGetUuid_v2", &api.cuDeviceGetUuid))
+    (void)bindSym(api.drvHandle, "cuDeviceGetUuid", &api.cuDeviceGetUuid);
   gbDeviceCudaFillOps(ops);
   return gbSuccess;
 fail:
   apiReady = 0;
   unload();
   return res;
+}
+
+void gbDeviceCudaIdentify(char* uuid, size_t uuidLen, char* pci, size_t pciLen, int* index) {
+  uuid[0] = pci[0] = '\0';
+  *index = api.device;
+  unsigned char b[16];
+  if (api.cuDeviceGetUuid && api.cuDeviceGetUuid(b, api.cuDev) == GB_CU_SUCCESS)
+    snprintf(uuid, uuidLen, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  if (api.cudaDeviceGetPCIBusId(pci, (int)pciLen, api.device) != GB_CUDA_SUCCESS) pci[0] = '\0';
 }
 
 gbResult_t gbDeviceCudaMakeCurrent(void) {
