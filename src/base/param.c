@@ -25,6 +25,8 @@ static const char* const policyChoices[] = {"auto", "hierarchical", "native", "f
 static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as gbSplitTest_t. */
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
+/* Same order as device.c's backend values. */
+static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
@@ -74,6 +76,14 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                                "Path or name of the CUDA driver library to load; empty loads libcuda.so.1."},
     [GB_PARAM_NCCL_LIBRARY] = {"GPUBRIDGE_NCCL_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                                "Path or name of NCCL to load for NVIDIA islands; empty loads libnccl.so.2."},
+    [GB_PARAM_DEVICE_BACKEND] = {"GPUBRIDGE_DEVICE_BACKEND", GB_PARAM_ENUM, "auto", backendChoices, 0, 0, 0,
+                                 "Which device a rank opens when GPUBRIDGE_VENDOR is unset: auto (CUDA, then HIP, "
+                                 "then the CPU), cuda or hip (that GPU, else an error), host (the CPU)."},
+    [GB_PARAM_HIP_LIBRARY] = {"GPUBRIDGE_HIP_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                              "Path or name of the HIP runtime to load; empty tries libamdhip64.so.7, .6, then "
+                              "libamdhip64.so."},
+    [GB_PARAM_RCCL_LIBRARY] = {"GPUBRIDGE_RCCL_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                               "Path or name of RCCL to load for AMD islands; empty loads librccl.so.1."},
 };
 
 /* Words after the range in an INT error. */

@@ -212,14 +212,27 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
   warnUnchecked(c, probes);
   fillPublicTopology(c);
+  /* Every rank of a job with an emulated AMD island says so from here on
+   * (the emulated ranks already do, from their device). */
+  for (int k = 0; k < c->topo.nislands; k++)
+    if (strstr(c->topo.vendor[k], "emulated") != NULL && strstr(c->dev->vendor, "emulated") == NULL) {
+      char mode[64];
+      snprintf(mode, sizeof(mode), "%s %s, job with emulated AMD", c->dev->runKind == gbRunReal ? "real" : "simulated",
+               c->dev->vendor);
+      gbLogSetMode(mode);
+      break;
+    }
 
   const gbTopo_t* t = &c->topo;
   char name[48];
   snprintf(name, sizeof(name), "island %s", t->vendor[t->island]);
   GB_CHECK_GOTO(groupSetup(c, &c->island, GB_TAG_ISLAND, name, t->members[t->island], t->islandSize[t->island], probes),
                 res, done);
-  if (c->dev->runKind == gbRunReal && strcmp(c->dev->vendor, "nvidia") == 0)
+  /* By device, not label: the emulated-AMD rig's hip device is labelled "amd-emulated". */
+  if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "cuda") == 0)
     GB_CHECK_GOTO(gbIslandNcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  else if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "hip") == 0)
+    GB_CHECK_GOTO(gbIslandRcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   else
     GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   int stages = 0;

@@ -47,4 +47,13 @@ gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
 gbResult_t gbIslandNcclCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
                               gbIslandErrorFn_t onError, void* errCtx, gbIsland_t** out);
 
+/* An AMD island over RCCL (dlopen'd: GPUBRIDGE_RCCL_LIBRARY, else
+ * librccl.so.1, RTLD_LOCAL, so its nccl* symbols never meet NCCL's).
+ * Collective over group (connected; borrowed until destroy), which carries
+ * only the agreement and the RCCL id. dev must be a real GPU (the hip device).
+ * Calls enqueue RCCL work on the caller's stream; destroy waits for it
+ * (ncclCommDestroy), or aborts it after a failure or an abort. */
+gbResult_t gbIslandRcclCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
+                              gbIslandErrorFn_t onError, void* errCtx, gbIsland_t** out);
+
 #endif

@@ -62,7 +62,8 @@ static void testDefaults(void) {
       "GPUBRIDGE_NSOCKS_PERPEER", "GPUBRIDGE_CHUNK_BYTES", "GPUBRIDGE_STAGING_SLOTS",
       "GPUBRIDGE_RING_MIN_BYTES", "GPUBRIDGE_JOB_SECRET", "GPUBRIDGE_UNIQUE_ID", "GPUBRIDGE_SIM_HOST",
       "GPUBRIDGE_SPLIT_TEST", "GPUBRIDGE_DEVICE", "GPUBRIDGE_CUDART_LIBRARY", "GPUBRIDGE_CUDA_LIBRARY",
-      "GPUBRIDGE_NCCL_LIBRARY"};
+      "GPUBRIDGE_NCCL_LIBRARY", "GPUBRIDGE_DEVICE_BACKEND", "GPUBRIDGE_HIP_LIBRARY",
+      "GPUBRIDGE_RCCL_LIBRARY"};
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
     CHECK(d && strcmp(d->name, names[i]) == 0, "descriptor %d is %s", i, d ? d->name : "NULL");

@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   perfRankInfo_t* ranks = perfRanksGather(&ctx);
   perfTable_t table = {.json = openJson(&ctx, &opts), .check = opts.check,
                        .simulated = ctx.topo.runKind == gbRunSimulated,
-                       .splitTest = ctx.topo.splitTest != 0};
+                       .splitTest = ctx.topo.splitTest != 0,
+                       .emulatedAmd = perfHasEmulatedIsland(&ctx.topo)};
   if (ctx.topo.rank == 0) perfTableHeader(&opts, &ctx, ranks);
   free(ranks);
 

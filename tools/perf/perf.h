@@ -165,11 +165,14 @@ typedef struct {
   int check;
   int simulated;
   int splitTest; /* a one-vendor job relabelled into islands: every result says so */
+  int emulatedAmd; /* an island runs on the emulated-AMD test rig: every result says so */
   double busBwSum;
   int busBwCount;
 } perfTable_t;
 
 const char* perfRunKindName(int runKind);
+/* Whether an island is the emulated-AMD test rig (its label says "emulated"). */
+int perfHasEmulatedIsland(const gbTopology_t* t);
 const char* perfPolicyName(int policy);
 void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perfRankInfo_t* ranks);
 void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row);

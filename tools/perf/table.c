@@ -1,6 +1,7 @@
 /* What rank 0 prints: nccl-tests' header block, table and closing lines, with
  * every simulated result marked as such; and the same rows as JSON lines. */
 #include <stdio.h>
+#include <string.h>
 #include "perf.h"
 
 const char* perfRunKindName(int runKind) {
@@ -10,6 +11,12 @@ const char* perfRunKindName(int runKind) {
     case gbRunCpu: return "cpu";
     default: return "unknown";
   }
+}
+
+int perfHasEmulatedIsland(const gbTopology_t* t) {
+  for (int k = 0; k < t->nislands; k++)
+    if (strstr(t->islandVendor[k], "emulated")) return 1;
+  return 0;
 }
 
 const char* perfPolicyName(int policy) {
@@ -52,6 +59,7 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
   }
   printf("), policy %s, %s%s\n", perfPolicyName(t->policy), mode, t->splitTest ? ", split-test" : "");
   if (t->splitTest) printf("# split-test: one vendor's ranks relabelled into islands, for testing only\n");
+  if (perfHasEmulatedIsland(t)) printf("# emulated AMD: an island runs HIP/RCCL on NVIDIA GPUs through the test rig\n");
   if (t->runKind == gbRunSimulated)
     printf("# simulated GPUs: timings are of the host simulation, not of GPUs\n");
   printf("# minBytes %zu maxBytes %zu step: ", opts->minBytes, opts->maxBytes);
@@ -95,9 +103,9 @@ static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx
   fprintf(f, "\"redop\": \"%s\", \"root\": %d, \"ranks\": %d, \"islands\": %d, \"policy\": \"%s\", ",
           row->root < 0 ? perfOpName(row->op) : "none", row->root, t->nranks, t->nislands,
           perfPolicyName(t->policy));
-  fprintf(f, "\"mode\": \"%s\", \"simulated\": %s, \"split_test\": %s, \"iters\": %d, \"warmup\": %d, \"blocking\": %d, ",
+  fprintf(f, "\"mode\": \"%s\", \"simulated\": %s, \"split_test\": %s, \"emulated_amd\": %s, \"iters\": %d, \"warmup\": %d, \"blocking\": %d, ",
           perfRunKindName(t->runKind), table->simulated ? "true" : "false",
-          table->splitTest ? "true" : "false", opts->iters, opts->warmup,
+          table->splitTest ? "true" : "false", table->emulatedAmd ? "true" : "false", opts->iters, opts->warmup,
           opts->blocking);
   jsonHalf(f, table, "out_of_place", &row->outOfPlace);
   fprintf(f, ", ");
@@ -111,7 +119,8 @@ void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t
          row->root < 0 ? perfOpName(row->op) : "none", row->root);
   printHalf(table, &row->outOfPlace);
   printHalf(table, &row->inPlace);
-  printf("%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "");
+  printf("%s%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "",
+         table->emulatedAmd ? " emulated-AMD" : "");
   fflush(stdout);
   table->busBwSum += row->outOfPlace.busBw + row->inPlace.busBw;
   table->busBwCount += 2;
@@ -124,5 +133,6 @@ void perfTableFooter(perfTable_t* table, uint64_t outOfBounds) {
   printf("#\n");
   if (table->simulated) printf("# (simulated)\n");
   if (table->splitTest) printf("# (split-test)\n");
+  if (table->emulatedAmd) printf("# (emulated AMD)\n");
   fflush(stdout);
 }
