@@ -36,6 +36,12 @@ static gbResult_t copySync(void* dst, const void* src, size_t bytes, const char*
   GB_CHECK(gbDeviceHipMakeCurrent());
   gbHipError_t e = api()->hipMemcpy(dst, src, bytes, GB_HIP_MEMCPY_DEFAULT);
   if (e != GB_HIP_SUCCESS) return gbDeviceHipFail(e, "hipMemcpy (%s) of %zu bytes", what, bytes);
+  /* A copy from pageable memory may return before it landed (seen with the
+   * CUDA runtime for small copies): wait for the null stream, as "synchronous"
+   * promises, before other streams read the data. */
+  e = api()->hipStreamSynchronize(NULL);
+  if (e != GB_HIP_SUCCESS)
+    return gbDeviceHipFail(e, "hipStreamSynchronize(null stream) after a %s of %zu bytes", what, bytes);
   return gbSuccess;
 }
 
