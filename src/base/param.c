@@ -24,6 +24,8 @@ static const char* const levelChoices[] = {"NONE", "WARN", "INFO", "TRACE", NULL
 static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", NULL};
 static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as gbSplitTest_t. */
+/* Same order as the cuda and hip devices' flag modes, strongest first. */
+static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
@@ -84,6 +86,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                               "libamdhip64.so."},
     [GB_PARAM_RCCL_LIBRARY] = {"GPUBRIDGE_RCCL_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                                "Path or name of RCCL to load for AMD islands; empty loads librccl.so.1."},
+    [GB_PARAM_STREAM_FLAGS] = {"GPUBRIDGE_STREAM_FLAGS", GB_PARAM_ENUM, "auto", flagChoices, 0, 0, 0,
+                               "How GPU streams signal and wait on the bridge: auto (the best the GPU offers), "
+                               "64 or 32 (stream memory operations), host (host functions); for testing fallbacks."},
 };
 
 /* Words after the range in an INT error. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Stream ordering on real GPUs: tests/gpu/ordering_stress.cu (kernel writes,
 gbAllReduce, kernel checks, same stream, no host sync) in one NCCL island of 2
-GPUs (native) and in split-test (two 1-GPU islands over the host bridge).
+GPUs (native) and in split-test (two 1-GPU islands over the host bridge), the
+latter with each way of signalling the bridge (GPUBRIDGE_STREAM_FLAGS).
 Skips (77) without an NVIDIA GPU or nvcc."""
 import os
 import shutil
@@ -36,7 +37,11 @@ env = dict(os.environ, NCCL_NVLS_ENABLE="0", GPUBRIDGE_TIMEOUT="60")
 env.pop("GPUBRIDGE_VENDOR", None)
 failed = 0
 for name, extra in (("native, one NCCL island of 2 GPUs", {}),
-                    ("split-test, two 1-GPU islands over the bridge", {"GPUBRIDGE_SPLIT_TEST": "half"})):
+                    ("split-test, two 1-GPU islands over the bridge", {"GPUBRIDGE_SPLIT_TEST": "half"}),
+                    ("split-test, flags by 32-bit stream memory operations",
+                     {"GPUBRIDGE_SPLIT_TEST": "half", "GPUBRIDGE_STREAM_FLAGS": "32"}),
+                    ("split-test, flags by host functions (the fallback)",
+                     {"GPUBRIDGE_SPLIT_TEST": "half", "GPUBRIDGE_STREAM_FLAGS": "host"})):
     run = subprocess.run([os.path.join(BUILD, "bin", "gpubridge-run"), "-n", "2", "--timeout", "240", "--", exe,
                           "300"], env=dict(env, **extra), capture_output=True, text=True, timeout=300)
     lines = [l for l in run.stdout.splitlines() if "wrong elements" in l]

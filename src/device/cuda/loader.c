@@ -157,6 +157,14 @@ static gbResult_t chooseFlagMode(gbCuDevice_t dev) {
   return gbSuccess;
 }
 
+/* GPUBRIDGE_STREAM_FLAGS may ask for a weaker mode than the GPU offers, so
+ * the fallbacks can be tested on GPUs that have every mode. */
+static void capFlagMode(void) {
+  int64_t want = gbParamInt(GB_PARAM_STREAM_FLAGS); /* 0 auto, 1 64-bit, 2 32-bit, 3 host functions */
+  if (want == 3) api.flagMode = GB_CUDA_FLAGS_HOSTFN;
+  if (want == 2 && api.flagMode == GB_CUDA_FLAGS_MEMOPS64) api.flagMode = GB_CUDA_FLAGS_MEMOPS32;
+}
+
 /* The launcher's local rank, or -1. */
 static int localRank(const char** from) {
   static const char* const names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
@@ -306,6 +314,7 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
     goto fail;
   }
   GB_CHECK_GOTO(chooseFlagMode(cuDev), res, fail);
+  capFlagMode();
   (void)api.cudaRuntimeGetVersion(&api.runtimeVersion);
   (void)api.cudaDriverGetVersion(&api.driverVersion);
   api.flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + 5.0;
