@@ -37,7 +37,8 @@ typedef struct {
   char internal[GB_UNIQUE_ID_BYTES];
 } gbUniqueId;
 
-/* Result codes. 0..8 equal ncclResult_t's values. */
+/* Result codes. 0..7 equal ncclResult_t's values; 8 equals ncclTimeout of
+ * NCCL 2.30 and later (earlier NCCL has no timeout code). */
 typedef enum {
   gbSuccess = 0,
   gbUnhandledCudaError = 1, /* a CUDA or HIP runtime call failed */

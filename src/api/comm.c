@@ -8,7 +8,7 @@ gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
   if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
   if (!gbCommIsValid(comm))
     return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)", fn);
-  if (comm->initState == GB_INIT_RUNNING)
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);
   if (comm->asyncError != gbSuccess)
@@ -28,7 +28,7 @@ GB_EXPORT const char* gbGetLastError(gbComm_t comm) {
 GB_EXPORT gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: comm is not a live communicator");
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
-  if (comm->initState == GB_INIT_RUNNING) *asyncError = gbInProgress;
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) *asyncError = gbInProgress;
   else *asyncError = (gbResult_t)comm->asyncError;
   if (*asyncError != gbSuccess && *asyncError != gbInProgress) gbErrorRecord(comm->errorText);
   return gbSuccess;
@@ -36,14 +36,16 @@ GB_EXPORT gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) 
 
 GB_EXPORT gbResult_t gbCommCount(const gbComm_t comm, int* count) {
   if (!gbCommIsValid(comm) || !count) return gbErrorSet(gbInvalidArgument, "gbCommCount: invalid comm or count");
-  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+    return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
   *count = comm->nranks;
   return gbSuccess;
 }
 
 GB_EXPORT gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
   if (!gbCommIsValid(comm) || !rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: invalid comm or rank");
-  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+    return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
   *rank = comm->rank;
   return gbSuccess;
 }
@@ -51,21 +53,35 @@ GB_EXPORT gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
 GB_EXPORT gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
   if (!gbCommIsValid(comm) || !topology)
     return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: invalid comm or topology");
-  if (comm->initState != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+    return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
   *topology = comm->pub;
   return gbSuccess;
 }
 
 GB_EXPORT gbResult_t gbCommFinalize(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommFinalize: comm is not a live communicator");
-  if (comm->initState != GB_INIT_DONE) return gbSuccess;
+  int state = __atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE);
+  if (state == GB_INIT_RUNNING)
+    return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
+                                      "gbCommGetAsyncError, or destroy or abort it");
+  if (state == GB_INIT_FAILED) return (gbResult_t)comm->asyncError;
+  __atomic_add_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
   gbResult_t res = gbProxyDrain(comm->proxy, gbDeadlineIn(comm->settings.timeoutSec));
   if (res != gbSuccess && comm->asyncError != gbSuccess) gbErrorRecord(comm->errorText);
+  __atomic_sub_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
   return res;
 }
 
 GB_EXPORT gbResult_t gbCommDestroy(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommDestroy: comm is not a live communicator");
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) {
+    /* Destroying a communicator still initializing: stop its init. */
+    gbErrorSet(gbRemoteError, "the communicator was destroyed while it was initializing");
+    gbCommFail(comm, gbRemoteError);
+    gbCommFree(comm);
+    return gbSuccess;
+  }
   gbResult_t res = gbCommFinalize(comm);
   gbCommFree(comm);
   return res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;

@@ -49,11 +49,14 @@ static gbResult_t runInit(initArgs_t* a) {
   gbResult_t res = gbCommInitCore(a->comm, a->nranks, &a->id, a->rank, a->localRank, a->hasConfig ? &a->config : NULL);
   if (res != gbSuccess) {
     pthread_mutex_lock(&a->comm->errorLock);
-    a->comm->asyncError = res;
-    snprintf(a->comm->errorText, sizeof(a->comm->errorText), "%s", gbErrorLast());
+    if (a->comm->asyncError == gbSuccess) { /* an abort's error came first */
+      a->comm->asyncError = res;
+      snprintf(a->comm->errorText, sizeof(a->comm->errorText), "%s", gbErrorLast());
+    }
     pthread_mutex_unlock(&a->comm->errorLock);
   }
-  a->comm->initState = res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED;
+  /* Release: a thread that sees "done" also sees everything init built. */
+  __atomic_store_n(&a->comm->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, __ATOMIC_RELEASE);
   return res;
 }
 
@@ -77,7 +80,11 @@ static gbResult_t initWith(gbComm_t* out, int nranks, const gbBootId_t* id, int 
 
   initArgs_t* a = calloc(1, sizeof(initArgs_t));
   if (!a) return gbErrorSet(gbSystemError, "gbCommInitRank: out of memory");
-  GB_CHECK(gbCommAlloc(&a->comm));
+  gbResult_t allocated = gbCommAlloc(&a->comm);
+  if (allocated != gbSuccess) {
+    free(a);
+    return allocated;
+  }
   a->nranks = nranks;
   a->rank = rank;
   a->localRank = localRank;

@@ -71,12 +71,13 @@ static void rootFinished(uint64_t hash) {
   pthread_mutex_unlock(&rootsLock);
 }
 
-void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline) {
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int* abortFlag) {
   pthread_mutex_lock(&rootsLock);
-  while (rootFind(commHash) >= 0 && !gbDeadlinePassed(deadline)) {
+  while (rootFind(commHash) >= 0 && !gbDeadlinePassed(deadline) &&
+         !(abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE))) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 100) * 1000000L + 1000000L;
+    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 50) * 1000000L + 1000000L;
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_cond_timedwait(&rootsDone, &rootsLock, &ts);
@@ -131,9 +132,16 @@ static void advance(root_t* r, int i) {
     return;
   }
   if (r->nprobes == r->cap) {
-    r->cap = r->cap ? 2 * r->cap : 16;
-    r->probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)r->cap);
-    r->rankFds = realloc(r->rankFds, sizeof(int) * (size_t)r->cap);
+    int cap = r->cap ? 2 * r->cap : 16;
+    gbProbe_t* probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)cap);
+    if (probes) r->probes = probes;
+    int* fds = probes ? realloc(r->rankFds, sizeof(int) * (size_t)cap) : NULL;
+    if (fds) r->rankFds = fds;
+    if (!probes || !fds) {
+      refuse(r, i, "the root is out of memory");
+      return;
+    }
+    r->cap = cap;
   }
   p->msg.probe.problems[sizeof(p->msg.probe.problems) - 1] = '\0';
   p->msg.probe.host[sizeof(p->msg.probe.host) - 1] = '\0';
@@ -205,7 +213,7 @@ static void* rootMain(void* arg) {
   root_t* r = arg;
   int64_t disagreeSince = 0;
   gbDeadline_t deadline = {INT64_MAX};
-  struct pollfd* fds = malloc(sizeof(struct pollfd) * (MAX_PENDING + 1));
+  static __thread struct pollfd fds[MAX_PENDING + 1];
   int timedOut = 0;
   for (;;) {
     if (r->nprobes > 0 && deadline.ns == INT64_MAX)
@@ -225,7 +233,6 @@ static void* rootMain(void* arg) {
       else advance(r, i);
     }
   }
-  free(fds);
   sendVerdict(r, timedOut);
   for (int i = 0; i < r->nprobes; i++) gbSockClose(r->rankFds[i]);
   for (int i = 0; i < r->npending; i++) gbSockClose(r->pending[i].fd);

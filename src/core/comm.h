@@ -66,6 +66,7 @@ struct gbComm {
   uint64_t seq;             /* collectives enqueued */
 
   volatile int abortFlag;
+  int callsInFlight;        /* threads inside gbCommFinalize (abort waits for them) */
   volatile int asyncError;  /* gbResult_t; first failure wins */
   volatile int initState;
   pthread_t initThread;

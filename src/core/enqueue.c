@@ -21,6 +21,7 @@ typedef struct {
   void* stream;
   gbAlgoGroup_t* hostGroup;
   int depth;
+  int queued;          /* something reached the stream or the proxy */
   size_t slotOf[64];
   uint64_t useOf[64];
 } walk_t;
@@ -41,7 +42,7 @@ static gbResult_t markStreamWork(gbComm_t c, void* stream) {
   return gbSuccess;
 }
 
-static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
+static gbResult_t islandCall(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
   gbIsland_t* is = w->comm->islandComm;
   switch (step) {
     case GB_ISLAND_NONE:
@@ -54,6 +55,12 @@ static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const voi
       return is->ops->broadcast(is, src, dst, n, w->in.dtype, root, w->stream);
   }
   return gbErrorSet(gbInternalError, "unknown island step %d", step);
+}
+
+static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
+  GB_CHECK(islandCall(w, step, root, src, dst, n));
+  if (step != GB_ISLAND_NONE) w->queued = 1;
+  return gbSuccess;
 }
 
 static size_t chunkLen(const walk_t* w, size_t i) {
@@ -78,6 +85,7 @@ static gbResult_t front(walk_t* w, size_t i) {
   w->useOf[i % (size_t)w->depth] = use;
   char* buf = (char*)s->base + slot * s->slotBytes;
   GB_CHECK(c->dev->flagWait(&s->freed[slot], use - 1, w->stream));
+  w->queued = 1;
   if (p->stageOut) GB_CHECK(c->dev->copyAsync(buf, p->before != GB_ISLAND_NONE ? recvC : sendC, bytes, w->stream));
   GB_CHECK(c->dev->flagWrite(&s->staged[slot], use, w->stream));
   gbProxyOp_t op = {w->in.coll == GB_COLL_ALLREDUCE ? GB_PROXY_ALLREDUCE : GB_PROXY_BCAST,
@@ -103,6 +111,20 @@ static gbResult_t back(walk_t* w, size_t i) {
   return islandStep(w, p->after, p->afterRoot, recvC, recvC, n);
 }
 
+static gbResult_t walkChunks(walk_t* w) {
+  size_t depth = (size_t)w->depth, nchunks = w->plan->nchunks;
+  for (size_t i = 0; i < nchunks; i++) {
+    GB_CHECK(front(w, i));
+    if (i + 1 >= depth) GB_CHECK(back(w, i + 1 - depth));
+  }
+  size_t first = nchunks >= depth ? nchunks - depth + 1 : 0;
+  for (size_t k = first; k < nchunks; k++) GB_CHECK(back(w, k));
+  return gbSuccess;
+}
+
+/* A call that queued nothing fails alone (a bad stream, say); once part of a
+ * schedule is queued, peers would wait on the rest: the comm fails, and the
+ * end marker still goes on the stream so teardown waits for what is queued. */
 static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send, void* recv, void* stream) {
   gbPlan_t plan;
   GB_CHECK(gbPlanBuild(in, &plan));
@@ -118,14 +140,13 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send,
   w.hostGroup = plan.host == GB_HOST_BRIDGE ? &c->bridge.algo : &c->world.algo;
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
   c->seq++;
-  size_t depth = (size_t)w.depth;
-  for (size_t i = 0; i < plan.nchunks; i++) {
-    GB_CHECK(front(&w, i));
-    if (i + 1 >= depth) GB_CHECK(back(&w, i + 1 - depth));
+  gbResult_t res = walkChunks(&w);
+  if (w.queued) {
+    gbResult_t marked = markStreamWork(c, stream);
+    if (res == gbSuccess) res = marked;
+    if (res != gbSuccess) gbCommFail(c, res);
   }
-  size_t first = plan.nchunks >= depth ? plan.nchunks - depth + 1 : 0;
-  for (size_t k = first; k < plan.nchunks; k++) GB_CHECK(back(&w, k));
-  GB_CHECK(markStreamWork(c, stream));
+  if (res != gbSuccess) return res;
   GB_TRACE(GB_LOG_COLL, "collective #%llu enqueued: %zu elements in %zu chunks, policy %d",
            (unsigned long long)c->seq, in->count, plan.nchunks, plan.policy);
   return gbSuccess;
@@ -141,19 +162,12 @@ static void planInput(gbComm_t c, gbPlanInput_t* in, gbColl_t coll, size_t count
   in->topo = &c->topo;
 }
 
-static gbResult_t failed(gbComm_t c, gbResult_t res) {
-  /* Half a schedule on the stream would leave peers waiting: fail the comm. */
-  gbCommFail(c, res);
-  return res;
-}
-
 gbResult_t gbCommEnqueueAllReduce(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
                                   gbRedOp_t op, void* stream) {
   gbPlanInput_t in;
   planInput(c, &in, GB_COLL_ALLREDUCE, count, dt);
   in.op = op;
-  gbResult_t res = enqueue(c, &in, send, recv, stream);
-  return res == gbSuccess ? res : failed(c, res);
+  return enqueue(c, &in, send, recv, stream);
 }
 
 gbResult_t gbCommEnqueueBroadcast(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt, int root,
@@ -161,6 +175,5 @@ gbResult_t gbCommEnqueueBroadcast(gbComm_t c, const void* send, void* recv, size
   gbPlanInput_t in;
   planInput(c, &in, GB_COLL_BROADCAST, count, dt);
   in.root = root;
-  gbResult_t res = enqueue(c, &in, send, recv, stream);
-  return res == gbSuccess ? res : failed(c, res);
+  return enqueue(c, &in, send, recv, stream);
 }

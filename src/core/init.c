@@ -91,8 +91,14 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   GB_CHECK(listenAddress(c, &addr, p->problems, sizeof(p->problems)));
   c->net = gbNetGet(p->settings.transport);
   if (!c->net) c->net = gbNetGet(gbTransportTcp);
-  GB_CHECK(c->net->listen(&addr, c->id.secret, gbBootIdHash(&c->id), &c->listener));
-  return c->net->listenerAddr(c->listener, &p->listenAddr);
+  if (c->net->listen(&addr, c->id.secret, gbBootIdHash(&c->id), &c->listener) != gbSuccess ||
+      c->net->listenerAddr(c->listener, &p->listenAddr) != gbSuccess) {
+    /* Still join the rendezvous, so every rank fails with this text. */
+    size_t used = strlen(p->problems);
+    snprintf(p->problems + used, sizeof(p->problems) - used, "%scannot listen for peers: %s", used ? "; " : "",
+             gbErrorLast());
+  }
+  return gbSuccess;
 }
 
 static gbResult_t groupSetup(gbComm_t c, gbCommGroup_t* g, int tag, const char* name, const int* ranks, int n,
@@ -205,7 +211,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
           c->dev->vendor);
   gbProbe_t* probes = NULL;
   gbResult_t exchanged = gbBootExchange(id, &probe, c->settings.timeoutSec, &c->abortFlag, &probes);
-  gbBootRootWait(gbBootIdHash(id), gbDeadlineIn(c->settings.timeoutSec));
+  gbBootRootWait(gbBootIdHash(id), gbDeadlineIn(c->settings.timeoutSec), &c->abortFlag);
   GB_CHECK(exchanged);
   gbResult_t res = gbTopoBuild(probes, nranks, rank, &c->topo);
   if (res != gbSuccess) goto done;
@@ -243,6 +249,10 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   }
   if (c->policy == gbPolicyFlat) {
     int* all = malloc(sizeof(int) * (size_t)nranks);
+    if (!all) {
+      res = gbErrorSet(gbSystemError, "out of memory for the world group of %d ranks", nranks);
+      goto done;
+    }
     for (int r = 0; r < nranks; r++) all[r] = r;
     res = groupSetup(c, &c->world, GB_TAG_WORLD, "world", all, nranks, probes);
     free(all);
@@ -252,6 +262,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   if (stages) GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamDone, sizeof(gbFlag_t)), res, done);
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
+  static const char zeros[64];
+  GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
   gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, onProxyIdle, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
   GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d ranks)%s, policy %d", rank, nranks, t->island,

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/result.h"
 #include "core/comm.h"
@@ -21,7 +22,7 @@ void gbCommFail(gbComm_t c, gbResult_t res) {
     snprintf(c->errorText, sizeof(c->errorText), "%s", gbErrorLast());
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
-  c->abortFlag = 1;
+  __atomic_store_n(&c->abortFlag, 1, __ATOMIC_RELEASE);
   if (c->initState == GB_INIT_DONE) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
@@ -42,14 +43,35 @@ static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
 
 void gbCommFree(gbComm_t c) {
   if (c->initThreadStarted) pthread_join(c->initThread, NULL);
+  /* Another thread inside gbCommFinalize leaves within one of its polls once
+   * the abort flag is set; wait for that, with a deadline. */
+  gbDeadline_t leave = gbDeadlineIn(5.0);
+  while (__atomic_load_n(&c->callsInFlight, __ATOMIC_ACQUIRE) > 0 && !gbDeadlinePassed(leave)) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int failed = c->asyncError != gbSuccess || c->abortFlag;
+  /* A failed island is aborted first: on a GPU its kernels may wait for a
+   * dead peer, and nothing else would end them. */
+  if (failed && c->islandComm) {
+    c->islandComm->ops->destroy(c->islandComm);
+    c->islandComm = NULL;
+  }
   /* Work this comm enqueued may still sit in streams: let it finish (every
    * step has a deadline, and aborted steps fail at once) before freeing what
-   * it uses. */
+   * it uses. If it does not, leak rather than free memory it still uses. */
+  int drained = 1;
   if (c->streamDone && c->dev->launchHostFn)
-    (void)gbFlagWaitHost(c->streamDone, c->streamPosted, c->settings.timeoutSec + 5, NULL);
+    drained = gbFlagWaitHost(c->streamDone, c->streamPosted, c->settings.timeoutSec + 5, NULL) == gbSuccess;
   else if (c->dev && c->dev->deviceSynchronize && c->seq > 0)
-    (void)c->dev->deviceSynchronize();
+    drained = c->dev->deviceSynchronize() == gbSuccess;
   gbProxyDestroy(c->proxy);
+  if (!drained) {
+    GB_WARN("communicator teardown: stream work of this communicator did not finish; its island, staging and "
+            "connections are left allocated");
+    c->magic = GB_COMM_DEAD;
+    return;
+  }
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
   freeGroup(c, &c->island);
   freeGroup(c, &c->bridge);

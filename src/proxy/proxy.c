@@ -26,8 +26,10 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
   gbResult_t res = gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec, p->cfg.abortFlag);
   if (res != gbSuccess) {
     if (res == gbTimeout)
-      return gbErrorSet(gbTimeout, "proxy: collective #%llu: this rank's stream did not stage its data within %.0f s "
-                                   "(its island step is blocked: a peer of the island may be stopped)",
+      return gbErrorSet(gbTimeout, "proxy: collective #%llu: this rank's stream did not reach the collective within "
+                                   "%.0f s (the stream is blocked or busy: an island peer may be stopped, or earlier "
+                                   "work on the stream has not finished; raise GPUBRIDGE_TIMEOUT if the job is just "
+                                   "slow)",
                         (unsigned long long)op->seq, p->cfg.timeoutSec);
     return res;
   }
@@ -120,11 +122,17 @@ gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline) {
   gbResult_t res = gbSuccess;
   pthread_mutex_lock(&p->lock);
   while ((p->len > 0 || p->busy) && res == gbSuccess) {
+    if (p->cfg.abortFlag && __atomic_load_n(p->cfg.abortFlag, __ATOMIC_ACQUIRE)) {
+      res = gbErrorSet(gbRemoteError, "gbCommFinalize: the communicator was aborted");
+      break;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int ms = gbDeadlineRemainingMs(deadline, 100);
     if (ms == 0 && gbDeadlinePassed(deadline)) {
-      res = gbErrorSet(gbTimeout, "gbCommFinalize: %zu host steps still pending at the deadline", p->len + p->busy);
+      res = gbErrorSet(gbTimeout, "gbCommFinalize: %zu host steps still pending after %.0f s (a peer is stopped or "
+                                  "its streams were not run; raise GPUBRIDGE_TIMEOUT if the job is just slow)",
+                       p->len + (size_t)p->busy, p->cfg.timeoutSec);
       break;
     }
     ts.tv_nsec += (long)ms * 1000000L;

@@ -54,6 +54,12 @@ static void* rankMain(void* arg) {
   if (n != N || me != rank) return fail(rank, "count/rank", gbInternalError), NULL;
 
   double* buf = malloc(sizeof(double) * COUNT);
+  /* A stream that is not one: the call fails alone, the communicator lives on. */
+  char notAStream[64] = {0};
+  if (gbAllReduce(buf, buf, COUNT, gbFloat64, gbSum, comm, notAStream) == gbSuccess) fail(rank, "bad stream accepted", r);
+  gbResult_t still;
+  if (gbCommGetAsyncError(comm, &still) != gbSuccess || still != gbSuccess)
+    fail(rank, "a bad stream failed the communicator", still);
   for (int i = 0; i < COUNT; i++) buf[i] = rank * 1000.0 + i; /* integers: exact in any order */
   void* stream;
   gbStreamCreate(&stream);
