@@ -235,6 +235,29 @@ static gbResult_t join(vendorIsland_t* vi) {
   return gbSuccess;
 }
 
+/* The library connects its ranks at the first collective (NCCL 2.22+ by
+ * default); that happens on the calling thread and cannot be aborted. One
+ * small all-reduce here moves it into init, so a later collective only
+ * enqueues, and a peer stopped afterwards leaves gbCommAbort able to end the
+ * wait. */
+static gbResult_t connectNow(vendorIsland_t* vi) {
+  const gbDeviceOps* dev = vi->dev;
+  void* buf = NULL;
+  void* stream = NULL;
+  GB_CHECK(dev->memAlloc(&buf, 64));
+  gbResult_t res = dev->streamCreate(&stream);
+  if (res == gbSuccess) {
+    (void)makeCurrent(vi);
+    gbVendorResult_t r = vi->api->ncclAllReduce(buf, buf, 1, 2 /* int32 */, 0 /* sum */, vi->comm, stream);
+    res = r == GB_VENDOR_SUCCESS ? dev->streamSynchronize(stream)
+                                 : callFailed(vi, vi->comm, r, "%s: first ncclAllReduce, connecting the island%s%s%s",
+                                              groupName(vi), TAG(vi));
+    (void)dev->streamDestroy(stream);
+  }
+  (void)dev->memFree(buf);
+  return res;
+}
+
 gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group, const gbDeviceOps* dev,
                                 gbIslandErrorFn_t onError, void* ctx, gbIsland_t** out) {
   const char* label = desc->label;
@@ -263,7 +286,9 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   vi->island.index = group->me;
   vi->island.impl = vi;
   gbResult_t res = join(vi);
+  if (res == gbSuccess) res = connectNow(vi);
   if (res != gbSuccess) {
+    if (vi->comm != NULL) (void)vi->api->ncclCommAbort(vi->comm);
     free(vi);
     return res;
   }
