@@ -19,20 +19,15 @@ NVLink multicast is never used: NCCL_NVLS_ENABLE=0 in every run.
 Skips (77) without an NVIDIA GPU, with fewer than 2, or without the CUDA runtime
 or NCCL. Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_emulated_amd.py
 """
-import ctypes
 import os
 import re
-import shutil
-import subprocess
 import sys
 
-BUILD = os.environ.get("GB_TEST_BUILD_DIR", "")
-RUN_TIMEOUT = 300  # seconds for one perf job
+from gpu_harness import (BUILD, RUN_TIMEOUT, TAG, base_env, check_bounds, check_rows, fail, gpu_count,
+                         load_cuda_nccl, require_perf, result_rows, run_job, sizes, skip)
+
 NRANKS = 4
 AMD_RANKS = (2, 3)
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)"
-                 r"\s+\S+\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\S+\s+\S+\s+(\S+)(.*)$")
-TAG = re.compile(r"^\[(\d+)\] (.*)$")
 # host:pid:tid [rank] gpubridge[ MODE] LEVEL SUBSYS message (base/log.c)
 LOG = re.compile(r"^\S+:\d+:\d+ \[[-\d]+\] gpubridge(?: (.*?))? (WARN|INFO|TRACE) [A-Z]+ ")
 
@@ -49,68 +44,10 @@ exec "$@"
 '''
 
 
-def skip(reason):
-    print("SKIP: " + reason)
-    sys.exit(77)
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def gpu_count():
-    """GPUs nvidia-smi lists; skips when there is no tool or no GPU."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        skip("no NVIDIA GPU (nvidia-smi not found)")
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        skip("no NVIDIA GPU (nvidia-smi -L did not answer within 60 s)")
-    gpus = [l for l in out.stdout.splitlines() if l.startswith("GPU ")]
-    if out.returncode != 0 or not gpus:
-        skip("no NVIDIA GPU (no device: nvidia-smi -L exited %d: %s)"
-             % (out.returncode, (out.stdout + out.stderr).strip()[:200]))
-    q = subprocess.run([smi, "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
-                       capture_output=True, text=True, timeout=60)
-    print("nvidia-smi:\n  " + "\n  ".join(q.stdout.strip().splitlines()))
-    return len(gpus)
-
-
-def load_first(names, what, variable):
-    """The first of names that loads with ctypes; skips when none does."""
-    given = os.environ.get(variable, "")
-    tried = [given] if given else names
-    errors = []
-    for name in tried:
-        try:
-            return name, ctypes.CDLL(name)
-        except OSError as e:
-            errors.append(str(e))
-    skip("no %s found (tried %s; set %s): %s" % (what, ", ".join(tried), variable, errors[-1]))
-
-
-def sizes(lo, hi, factor):
-    """The sizes gpubridge-perf sweeps: lo, lo*factor, ... while <= hi."""
-    out, s = [], lo
-    while s <= hi:
-        out.append(s)
-        s *= factor
-    return out
-
-
 def job_env(rig_hip, rig_rccl):
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("GPUBRIDGE_") or k.startswith("OMPI_"))
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                         "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                         "CUDA_VISIBLE_DEVICES")}
-    # The rig reads these too: it serves HIP with the same CUDA and RCCL with the same NCCL.
-    for keep in ("GPUBRIDGE_CUDART_LIBRARY", "GPUBRIDGE_CUDA_LIBRARY", "GPUBRIDGE_NCCL_LIBRARY"):
-        if os.environ.get(keep):
-            env[keep] = os.environ[keep]
-    env["NCCL_NVLS_ENABLE"] = "0"  # never NVLink multicast (it can take shared GPUs down)
+    # The rig reads the kept library paths too: it serves HIP with the same CUDA
+    # and RCCL with the same NCCL.
+    env = base_env(drop=("CUDA_VISIBLE_DEVICES",))
     env["GPUBRIDGE_TIMEOUT"] = "120"
     env["GPUBRIDGE_DEBUG"] = "INFO"
     env["GPUBRIDGE_DEBUG_SUBSYS"] = "INIT,DEVICE"
@@ -152,39 +89,19 @@ def run_perf(name, args, env, expect_sizes):
            "--", "sh", "-c", WRAPPER, "sh", os.path.join(BUILD, "bin", "gpubridge-perf")] + args
     print("\n== %s: gpubridge-run -n %d -- sh -c <per-rank env> gpubridge-perf %s" % (name, NRANKS, " ".join(args)),
           flush=True)
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired as e:
-        fail("%s: no result within %d s; output so far:\n%s" % (name, RUN_TIMEOUT, e.stdout or ""))
-    out = p.stdout + p.stderr
-    print(out, end="" if out.endswith("\n") else "\n", flush=True)
-    if p.returncode != 0:
-        fail("%s: gpubridge-run exited %d" % (name, p.returncode))
-    lines = [TAG.sub(r"\2", l) for l in p.stdout.splitlines()]
-    header = [l for l in lines if l.startswith("# gpubridge-perf ")]
-    if len(header) != 1:
-        fail("%s: expected one table header, found %d" % (name, len(header)))
-    if "(nvidia: ranks 0-1, amd-emulated: ranks 2-3)" not in header[0]:
-        fail("%s: the islands are not nvidia 0-1 and amd-emulated 2-3: %s" % (name, header[0]))
-    if not re.search(r"policy hierarchical, real$", header[0]):
-        fail("%s: expected a hierarchical job on real GPUs: %s" % (name, header[0]))
+    p, lines, header = run_job(name, cmd, env)
+    if "(nvidia: ranks 0-1, amd-emulated: ranks 2-3)" not in header:
+        fail("%s: the islands are not nvidia 0-1 and amd-emulated 2-3: %s" % (name, header))
+    if not re.search(r"policy hierarchical, real$", header):
+        fail("%s: expected a hierarchical job on real GPUs: %s" % (name, header))
     devices = [l for l in lines if l.startswith("#  Rank ")]
     for r in range(NRANKS):
         want = "device amd-emulated (real)" if r in AMD_RANKS else "device nvidia (real)"
         if not any(l.startswith("#  Rank %2d " % r) and want in l for l in devices):
             fail("%s: rank %d is not listed with '%s': %s" % (name, r, want, devices))
-    rows = [m for m in (ROW.match(l) for l in lines if not l.startswith("#")) if m]
-    for m in rows:
-        if m.group(6) != "0" or m.group(7) != "0":
-            fail("%s: %s B %s %s: #wrong out of place %s, in place %s (expected 0 and 0)"
-                 % (name, m.group(1), m.group(3), m.group(4), m.group(6), m.group(7)))
-        if "simulated" in m.group(8):
-            fail("%s: row marked simulated: %s" % (name, m.group(0)))
-    got = [int(m.group(1)) for m in rows]
-    if got != expect_sizes:
-        fail("%s: sizes %s, expected %s" % (name, got, expect_sizes))
-    if not any(l.startswith("# Out of bounds values : 0 OK") for l in lines):
-        fail("%s: out-of-bounds check did not report 0 OK" % name)
+    rows = result_rows(lines)
+    check_rows(name, rows, expect_sizes)
+    check_bounds(name, lines)
     check_labels(name, p.stderr)
     print("ok: %s (%d rows, 0 wrong)" % (name, len(rows)), flush=True)
 
@@ -193,12 +110,9 @@ def main():
     ngpus = gpu_count()
     if ngpus < 2:
         skip("needs 2 NVIDIA GPUs (each island has one rank on GPU 0 and one on GPU 1), found %d" % ngpus)
-    rt_name, _ = load_first(["libcudart.so.13", "libcudart.so.12", "libcudart.so"], "CUDA runtime (libcudart)",
-                            "GPUBRIDGE_CUDART_LIBRARY")
-    nccl_name, _ = load_first(["libnccl.so.2"], "NCCL (libnccl.so.2)", "GPUBRIDGE_NCCL_LIBRARY")
+    rt_name, nccl_name, _ = load_cuda_nccl()
     print("CUDA runtime: %s; NCCL: %s" % (rt_name, nccl_name))
-    if not BUILD or not os.access(os.path.join(BUILD, "bin", "gpubridge-perf"), os.X_OK):
-        fail("GB_TEST_BUILD_DIR (%r) holds no bin/gpubridge-perf: build first" % BUILD)
+    require_perf()
     rig = os.path.join(BUILD, "tests", "emulated_amd")
     rig_hip = os.path.join(rig, "libamdhip64.so")
     rig_rccl = os.path.join(rig, "librccl.so.1")

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "net/net.h"
 #include "os/socket.h"
+#include "unit/loopback_group.h"
 
 #define MAX_N 6
 #define TIMEOUT_SEC 60.0
@@ -431,48 +432,17 @@ static void* memberMain(void* arg) {
   gbAlgoGroup_t g;
   memset(&g, 0, sizeof g);
 
-  gbSockAddr_t any;
-  if (gbSockAddrParse("127.0.0.1", 0, &any) != gbSuccess ||
-      net->listen(&any, secret, commHash, &lis) != gbSuccess ||
-      net->listenerAddr(lis, &sh->addrs[me]) != gbSuccess) {
+  const loopbackSpec_t spec = {net, secret, commHash, tag, "test", n, me, TIMEOUT_SEC, &sh->abortFlag};
+  char why[128];
+  if (!loopbackListen(&spec, &lis, &sh->addrs[me])) {
     fail(sh, "member %d: cannot listen on loopback", me);
     goto done;
   }
   if (!barrier(sh)) goto done;
-  gbDeadline_t dl = gbDeadlineIn(TIMEOUT_SEC);
-  /* Connect up, then accept from below: the highest member only accepts, so
-   * every connect finds its peer serving. */
-  for (int j = me + 1; j < n; j++) {
-    gbNetHello_t hello;
-    memset(&hello, 0, sizeof hello);
-    hello.magic = GB_NET_HELLO_MAGIC;
-    memcpy(hello.secret, secret, sizeof hello.secret);
-    hello.commHash = commHash;
-    hello.srcRank = me;
-    hello.tag = tag;
-    hello.nsocks = 2;
-    gbNetLabel_t label = {j, "test"};
-    if (net->connect(&sh->addrs[j], &hello, label, dl, &sh->abortFlag, &conns[j]) != gbSuccess) {
-      fail(sh, "member %d: cannot connect to member %d", me, j);
-      goto done;
-    }
+  if (!loopbackJoin(&spec, lis, sh->addrs, conns, ranks, &g, why, sizeof why)) {
+    fail(sh, "%s", why);
+    goto done;
   }
-  for (int i = 0; i < me; i++) {
-    gbNetLabel_t label = {i, "test"};
-    if (net->accept(lis, i, tag, label, dl, &sh->abortFlag, &conns[i]) != gbSuccess) {
-      fail(sh, "member %d: cannot accept member %d", me, i);
-      goto done;
-    }
-  }
-  for (int i = 0; i < n; i++) ranks[i] = i;
-  g.n = n;
-  g.me = me;
-  g.conns = conns;
-  g.ranks = ranks;
-  g.name = "test";
-  g.net = net;
-  g.timeoutSec = TIMEOUT_SEC;
-  g.abortFlag = &sh->abortFlag;
 
   if (!runArgChecks(m, &g)) goto done;
   if (!runReductions(m, &g, &b)) goto done;
