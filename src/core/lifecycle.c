@@ -51,9 +51,10 @@ void gbCommFree(gbComm_t c) {
     nanosleep(&ts, NULL);
   }
   int failed = c->asyncError != gbSuccess || c->abortFlag;
-  /* A failed island is aborted first: on a GPU its kernels may wait for a
-   * dead peer, and nothing else would end them. */
-  if (failed && c->islandComm) {
+  /* On a GPU a failed island is aborted first: its kernels may wait for a
+   * dead peer, and nothing else would end them. (A host island's stream work
+   * ends by itself on the abort flag, and still points into the island.) */
+  if (failed && c->islandComm && c->dev && !c->dev->launchHostFn) {
     c->islandComm->ops->destroy(c->islandComm);
     c->islandComm = NULL;
   }

@@ -79,6 +79,29 @@ static void* rankMain(void* arg) {
       fail(rank, "broadcast value", gbInternalError);
       break;
     }
+  /* Two streams driving one communicator, no synchronisation between the
+   * calls: each rank's island runs the calls in the order they were made, so
+   * every result is right whichever stream's worker gets there first. */
+  void* second;
+  gbStreamCreate(&second);
+  enum { CALLS = 8, SMALL = 5000 };
+  static __thread double multi[CALLS][SMALL];
+  for (int k = 0; k < CALLS; k++) {
+    for (int i = 0; i < SMALL; i++) multi[k][i] = (k + 1) * (rank + 1) + i;
+    if ((r = gbAllReduce(multi[k], multi[k], SMALL, gbFloat64, gbSum, comm, k % 2 ? second : stream)) != gbSuccess)
+      fail(rank, "two-stream enqueue", r);
+  }
+  if ((r = gbStreamSynchronize(stream)) != gbSuccess || (r = gbStreamSynchronize(second)) != gbSuccess)
+    fail(rank, "two-stream sync", r);
+  for (int k = 0; k < CALLS; k++)
+    for (int i = 0; i < SMALL; i++)
+      if (multi[k][i] != (k + 1) * 10.0 + 4.0 * i) { /* sum over ranks of (k+1)(rank+1)+i */
+        fail(rank, "two-stream value", gbInternalError);
+        k = CALLS;
+        break;
+      }
+  gbStreamDestroy(second);
+
   /* Bad arguments fail before anything is sent. */
   if (gbAllReduce(buf, buf, 1, gbInt32, gbAvg, comm, stream) != gbInvalidArgument) fail(rank, "avg on int32", r);
   if (gbBroadcast(buf, buf, 1, gbFloat32, N, comm, stream) != gbInvalidArgument) fail(rank, "root out of range", r);

@@ -1,14 +1,20 @@
 /* The host island: the members' "native" collectives are algo/ calls over a
  * borrowed net group, run as host functions on the device's streams, so they
  * happen in stream order exactly as an NCCL call would on a GPU stream. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/dtype.h"
 #include "base/result.h"
 #include "island/island.h"
 
 typedef enum { CALL_ALLREDUCE, CALL_REDUCE, CALL_BROADCAST } callKind_t;
+
+#define TICKETS 4096
 
 typedef struct {
   gbIsland_t island;
@@ -19,6 +25,14 @@ typedef struct {
   /* First failure (atomic): algo leaves the connections out of step after a
    * failed call, so later calls must fail rather than exchange garbage. */
   int failed;
+  /* Calls take tickets in the order the caller enqueues them (the same order
+   * on every member), and run in ticket order whatever stream runs them, so
+   * two streams driving one island cannot interleave or reorder its calls. */
+  uint64_t nextTicket; /* caller thread */
+  pthread_mutex_t lock;
+  pthread_cond_t turn;
+  uint64_t serving;           /* lowest ticket not yet done */
+  unsigned char done[TICKETS]; /* tickets done out of order, by ticket % TICKETS */
 } hostIsland_t;
 
 /* One call's parameters, owned by the stream task. */
@@ -31,7 +45,49 @@ typedef struct {
   gbDataType_t dt;
   gbRedOp_t op;
   int root;
+  uint64_t ticket;
+  int ran;
 } call_t;
+
+/* Marks ticket done and moves serving past every done ticket. */
+static void ticketDone(hostIsland_t* hi, uint64_t ticket) {
+  pthread_mutex_lock(&hi->lock);
+  hi->done[ticket % TICKETS] = 1;
+  while (hi->done[hi->serving % TICKETS]) hi->done[hi->serving++ % TICKETS] = 0;
+  pthread_cond_broadcast(&hi->turn);
+  pthread_mutex_unlock(&hi->lock);
+}
+
+/* Waits until every earlier ticket is done, up to the group's deadline. */
+static gbResult_t ticketWait(hostIsland_t* hi, uint64_t ticket) {
+  gbDeadline_t deadline = gbDeadlineIn(hi->group->timeoutSec);
+  gbResult_t res = gbSuccess;
+  pthread_mutex_lock(&hi->lock);
+  while (hi->serving != ticket && res == gbSuccess) {
+    if (gbDeadlinePassed(deadline)) {
+      res = gbErrorSet(gbTimeout, "%s: call %llu waited %.0f s for the island's earlier call %llu, queued on another "
+                                  "stream that did not reach it",
+                       hi->group->name ? hi->group->name : "island", (unsigned long long)ticket,
+                       hi->group->timeoutSec, (unsigned long long)hi->serving);
+      break;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 100) * 1000000L + 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&hi->turn, &hi->lock, &ts);
+  }
+  pthread_mutex_unlock(&hi->lock);
+  return res;
+}
+
+/* A call dropped by its stream (after an earlier error) gives its turn up. */
+static void freeCall(void* p) {
+  call_t* c = p;
+  if (!c->ran) ticketDone(c->hi, c->ticket);
+  free(c);
+}
 
 static const char* kindName(callKind_t k) {
   return k == CALL_ALLREDUCE ? "all-reduce" : k == CALL_REDUCE ? "reduce" : "broadcast";
@@ -46,9 +102,12 @@ static gbResult_t runCall(void* p) {
   call_t* c = p;
   hostIsland_t* hi = c->hi;
   gbAlgoGroup_t* g = hi->group;
-  gbResult_t res;
+  gbResult_t res = ticketWait(hi, c->ticket);
   int earlier = __atomic_load_n(&hi->failed, __ATOMIC_ACQUIRE);
-  if (earlier != gbSuccess) {
+  if (res != gbSuccess) {
+    int none = gbSuccess;
+    __atomic_compare_exchange_n(&hi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  } else if (earlier != gbSuccess) {
     res = gbErrorSet((gbResult_t)earlier,
                      "%s %s of %zu x %s skipped: an earlier collective on this island failed (%s), "
                      "so its connections are out of step; destroy the communicator and create a new one",
@@ -86,6 +145,8 @@ static gbResult_t runCall(void* p) {
       __atomic_compare_exchange_n(&hi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     }
   }
+  c->ran = 1;
+  ticketDone(hi, c->ticket);
   if (res != gbSuccess && hi->onError) hi->onError(hi->errCtx, res);
   return res; /* the stream holds the error too, until it is synchronized */
 }
@@ -111,9 +172,10 @@ static gbResult_t launch(hostIsland_t* hi, callKind_t kind, const void* send, vo
   call_t* c = malloc(sizeof(*c));
   if (c == NULL)
     return gbErrorSet(gbSystemError, "%s %s: out of memory queueing the call", groupName(hi), kindName(kind));
-  *c = (call_t){hi, kind, send, recv, count, dt, op, root};
-  /* launchHostFn owns c from here, freeing it even when queueing fails. */
-  GB_CHECK(hi->dev->launchHostFn(stream, runCall, c, free));
+  *c = (call_t){hi, kind, send, recv, count, dt, op, root, hi->nextTicket++, 0};
+  /* launchHostFn owns c from here, freeing it (and so giving its ticket up)
+   * even when queueing fails. */
+  GB_CHECK(hi->dev->launchHostFn(stream, runCall, c, freeCall));
   return gbSuccess;
 }
 
@@ -148,7 +210,10 @@ static gbResult_t broadcast(gbIsland_t* is, const void* send, void* recv, size_t
 /* The caller synchronizes the island's streams first: queued calls point here. */
 static void destroy(gbIsland_t* is) {
   if (is == NULL) return;
-  free(is->impl);
+  hostIsland_t* hi = is->impl;
+  pthread_mutex_destroy(&hi->lock);
+  pthread_cond_destroy(&hi->turn);
+  free(hi);
 }
 
 static const gbIslandOps_t hostIslandOps = {
@@ -174,6 +239,8 @@ gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
   hi->onError = onError;
   hi->errCtx = errCtx;
   hi->failed = gbSuccess;
+  pthread_mutex_init(&hi->lock, NULL);
+  pthread_cond_init(&hi->turn, NULL);
   hi->island.ops = &hostIslandOps;
   hi->island.size = group->n;
   hi->island.index = group->me;
