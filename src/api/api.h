@@ -8,6 +8,4 @@
  * failed. Otherwise the error, with a message naming fn. */
 gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm);
 
-#define GB_EXPORT __attribute__((visibility("default")))
-
 #endif

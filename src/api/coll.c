@@ -15,7 +15,7 @@ static gbResult_t checkBuffers(const char* fn, const void* send, const void* rec
   return gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype,
+gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype,
                                  gbRedOp_t op, gbComm_t comm, void* stream) {
   static const char* fn = "gbAllReduce";
   GB_CHECK(gbApiCheckComm(fn, comm));
@@ -31,7 +31,7 @@ GB_EXPORT gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t co
   return gbCommEnqueueAllReduce(comm, sendbuff, recvbuff, count, datatype, op, stream);
 }
 
-GB_EXPORT gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,
+gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,
                                  gbComm_t comm, void* stream) {
   static const char* fn = "gbBroadcast";
   GB_CHECK(gbApiCheckComm(fn, comm));
@@ -44,7 +44,7 @@ GB_EXPORT gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t co
   return gbCommEnqueueBroadcast(comm, sendbuff, recvbuff, count, datatype, root, stream);
 }
 
-GB_EXPORT gbResult_t gbBarrier(gbComm_t comm, void* stream) {
+gbResult_t gbBarrier(gbComm_t comm, void* stream) {
   GB_CHECK(gbApiCheckComm("gbBarrier", comm));
   return gbCommEnqueueAllReduce(comm, comm->scratchDev, comm->scratchDev, 1, gbInt32, gbSum, stream);
 }

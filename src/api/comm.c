@@ -17,15 +17,15 @@ gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
   return gbSuccess;
 }
 
-GB_EXPORT const char* gbGetErrorString(gbResult_t result) { return gbResultString(result); }
+const char* gbGetErrorString(gbResult_t result) { return gbResultString(result); }
 
-GB_EXPORT const char* gbGetLastError(gbComm_t comm) {
+const char* gbGetLastError(gbComm_t comm) {
   const char* last = gbErrorLast();
   if (*last || !gbCommIsValid(comm)) return last;
   return comm->errorText;
 }
 
-GB_EXPORT gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
+gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: comm is not a live communicator");
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) *asyncError = gbInProgress;
@@ -34,7 +34,7 @@ GB_EXPORT gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) 
   return gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbCommCount(const gbComm_t comm, int* count) {
+gbResult_t gbCommCount(const gbComm_t comm, int* count) {
   if (!gbCommIsValid(comm) || !count) return gbErrorSet(gbInvalidArgument, "gbCommCount: invalid comm or count");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
@@ -42,7 +42,7 @@ GB_EXPORT gbResult_t gbCommCount(const gbComm_t comm, int* count) {
   return gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
+gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
   if (!gbCommIsValid(comm) || !rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: invalid comm or rank");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
@@ -50,7 +50,7 @@ GB_EXPORT gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
   return gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
+gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
   if (!gbCommIsValid(comm) || !topology)
     return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: invalid comm or topology");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
@@ -59,7 +59,7 @@ GB_EXPORT gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topolo
   return gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbCommFinalize(gbComm_t comm) {
+gbResult_t gbCommFinalize(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommFinalize: comm is not a live communicator");
   int state = __atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE);
   if (state == GB_INIT_RUNNING)
@@ -73,7 +73,7 @@ GB_EXPORT gbResult_t gbCommFinalize(gbComm_t comm) {
   return res;
 }
 
-GB_EXPORT gbResult_t gbCommDestroy(gbComm_t comm) {
+gbResult_t gbCommDestroy(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommDestroy: comm is not a live communicator");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) {
     /* Destroying a communicator still initializing: stop its init. */
@@ -87,7 +87,7 @@ GB_EXPORT gbResult_t gbCommDestroy(gbComm_t comm) {
   return res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;
 }
 
-GB_EXPORT gbResult_t gbCommAbort(gbComm_t comm) {
+gbResult_t gbCommAbort(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommAbort: comm is not a live communicator");
   gbErrorSet(gbRemoteError, "the communicator was aborted (gbCommAbort)");
   gbCommFail(comm, gbRemoteError);

@@ -5,47 +5,47 @@
 
 static gbResult_t dev(const gbDeviceOps** out) { return gbDeviceGet(out); }
 
-GB_EXPORT gbResult_t gbMemAlloc(void** ptr, size_t size) {
+gbResult_t gbMemAlloc(void** ptr, size_t size) {
   const gbDeviceOps* d;
   if (!ptr) return gbErrorSet(gbInvalidArgument, "gbMemAlloc: ptr is NULL");
   GB_CHECK(dev(&d));
   return d->memAlloc(ptr, size);
 }
 
-GB_EXPORT gbResult_t gbMemFree(void* ptr) {
+gbResult_t gbMemFree(void* ptr) {
   const gbDeviceOps* d;
   GB_CHECK(dev(&d));
   return ptr ? d->memFree(ptr) : gbSuccess;
 }
 
-GB_EXPORT gbResult_t gbMemcpyToDevice(void* dst, const void* src, size_t size) {
+gbResult_t gbMemcpyToDevice(void* dst, const void* src, size_t size) {
   const gbDeviceOps* d;
   if (size && (!dst || !src)) return gbErrorSet(gbInvalidArgument, "gbMemcpyToDevice: NULL buffer");
   GB_CHECK(dev(&d));
   return d->memcpyToDevice(dst, src, size);
 }
 
-GB_EXPORT gbResult_t gbMemcpyToHost(void* dst, const void* src, size_t size) {
+gbResult_t gbMemcpyToHost(void* dst, const void* src, size_t size) {
   const gbDeviceOps* d;
   if (size && (!dst || !src)) return gbErrorSet(gbInvalidArgument, "gbMemcpyToHost: NULL buffer");
   GB_CHECK(dev(&d));
   return d->memcpyToHost(dst, src, size);
 }
 
-GB_EXPORT gbResult_t gbStreamCreate(void** stream) {
+gbResult_t gbStreamCreate(void** stream) {
   const gbDeviceOps* d;
   if (!stream) return gbErrorSet(gbInvalidArgument, "gbStreamCreate: stream is NULL");
   GB_CHECK(dev(&d));
   return d->streamCreate(stream);
 }
 
-GB_EXPORT gbResult_t gbStreamSynchronize(void* stream) {
+gbResult_t gbStreamSynchronize(void* stream) {
   const gbDeviceOps* d;
   GB_CHECK(dev(&d));
   return d->streamSynchronize(stream);
 }
 
-GB_EXPORT gbResult_t gbStreamDestroy(void* stream) {
+gbResult_t gbStreamDestroy(void* stream) {
   const gbDeviceOps* d;
   GB_CHECK(dev(&d));
   return stream ? d->streamDestroy(stream) : gbSuccess;

@@ -13,14 +13,14 @@
 #include "boot/topology.h"
 #include "core/settings.h"
 
-GB_EXPORT gbResult_t gbGetVersion(int* version) {
+gbResult_t gbGetVersion(int* version) {
   if (!version) return gbErrorSet(gbInvalidArgument, "gbGetVersion: version is NULL");
   *version = GB_VERSION_CODE;
   return gbSuccess;
 }
 
 /* The root listens on this host's chosen interface (or loopback). */
-GB_EXPORT gbResult_t gbGetUniqueId(gbUniqueId* uniqueId) {
+gbResult_t gbGetUniqueId(gbUniqueId* uniqueId) {
   if (!uniqueId) return gbErrorSet(gbInvalidArgument, "gbGetUniqueId: uniqueId is NULL");
   gbParamInit();
   gbLogInit();
@@ -119,7 +119,7 @@ static gbResult_t initWith(gbComm_t* out, int nranks, const gbBootId_t* id, int 
   return gbInProgress;
 }
 
-GB_EXPORT gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId, int rank,
+gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId, int rank,
                                           gbConfig_t* config) {
   gbParamInit();
   gbLogInit();
@@ -128,11 +128,11 @@ GB_EXPORT gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId
   return initWith(comm, nranks, &id, rank, 0, config);
 }
 
-GB_EXPORT gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int rank) {
+gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int rank) {
   return gbCommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
-GB_EXPORT gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config) {
+gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config) {
   gbParamInit();
   gbLogInit();
   gbBootEnv_t env;

@@ -51,13 +51,9 @@ void gbCommFree(gbComm_t c) {
     nanosleep(&ts, NULL);
   }
   int failed = c->asyncError != gbSuccess || c->abortFlag;
-  /* On a GPU a failed island is aborted first: its kernels may wait for a
-   * dead peer, and nothing else would end them. (A host island's stream work
-   * ends by itself on the abort flag, and still points into the island.) */
-  if (failed && c->islandComm && c->dev && !c->dev->launchHostFn) {
-    c->islandComm->ops->destroy(c->islandComm);
-    c->islandComm = NULL;
-  }
+  /* A failed island is aborted before the streams are drained: a vendor
+   * library's kernels may wait for a dead peer, and nothing else ends them. */
+  if (failed && c->islandComm && c->islandComm->ops->abort) c->islandComm->ops->abort(c->islandComm);
   /* Work this comm enqueued may still sit in streams: let it finish (every
    * step has a deadline, and aborted steps fail at once) before freeing what
    * it uses. If it does not, leak rather than free memory it still uses. */

@@ -24,6 +24,10 @@ typedef struct gbIslandOps {
                        gbDataType_t dt, gbRedOp_t op, int root, void* stream);
   gbResult_t (*broadcast)(gbIsland_t* is, const void* send, void* recv, size_t count,
                           gbDataType_t dt, int root, void* stream);
+  /* Ends the island's pending work at once after a failure or gbCommAbort,
+   * without freeing it (stream work may still point into it); destroy
+   * follows once the streams drained. NULL where the abort flag is enough. */
+  void (*abort)(gbIsland_t* is);
   void (*destroy)(gbIsland_t* is);
 } gbIslandOps_t;
 

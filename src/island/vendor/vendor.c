@@ -181,8 +181,20 @@ static gbResult_t broadcast(gbIsland_t* is, const void* send, void* recv, size_t
   return done(vi, r, "ncclBroadcast", count, dt, stream);
 }
 
-/* Destroy flushes and waits for the island's work; abort does not wait, which
- * is what a failed or aborted communicator needs (peers may be gone). */
+/* Abort ends kernels that wait for a dead peer (nothing else would); destroy
+ * flushes and waits, which is right only for a healthy island. */
+static void abortIsland(gbIsland_t* is) {
+  vendorIsland_t* vi = is->impl;
+  if (vi->comm == NULL) return;
+  (void)makeCurrent(vi);
+  gbVendorResult_t r = vi->api->ncclCommAbort(vi->comm);
+  if (r != GB_VENDOR_SUCCESS)
+    (void)callFailed(vi, vi->comm, r, "%s: ncclCommAbort%s%s%s", groupName(vi), TAG(vi));
+  else
+    GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator aborted", groupName(vi), vi->desc->label);
+  vi->comm = NULL;
+}
+
 static void destroy(gbIsland_t* is) {
   if (is == NULL) return;
   vendorIsland_t* vi = is->impl;
@@ -194,13 +206,15 @@ static void destroy(gbIsland_t* is) {
     if (!aborted && vi->api->ncclCommGetAsyncError(vi->comm, &async) == GB_VENDOR_SUCCESS &&
         async != GB_VENDOR_SUCCESS && async != GB_VENDOR_IN_PROGRESS)
       aborted = 1;
-    gbVendorResult_t r = aborted ? vi->api->ncclCommAbort(vi->comm) : vi->api->ncclCommDestroy(vi->comm);
-    if (r != GB_VENDOR_SUCCESS)
-      (void)callFailed(vi, vi->comm, r, "%s: %s%s%s%s", groupName(vi), aborted ? "ncclCommAbort" : "ncclCommDestroy",
-                       TAG(vi));
-    else
-      GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator %s", groupName(vi), vi->desc->label,
-              aborted ? "aborted" : "destroyed");
+    if (aborted) {
+      abortIsland(is);
+    } else {
+      gbVendorResult_t r = vi->api->ncclCommDestroy(vi->comm);
+      if (r != GB_VENDOR_SUCCESS)
+        (void)callFailed(vi, vi->comm, r, "%s: ncclCommDestroy%s%s%s", groupName(vi), TAG(vi));
+      else
+        GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator destroyed", groupName(vi), vi->desc->label);
+    }
   }
   free(vi);
 }
@@ -280,7 +294,8 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   vi->errCtx = ctx;
   vi->failed = gbSuccess;
   vi->ops = (gbIslandOps_t){
-      .name = desc->opsName, .allReduce = allReduce, .reduce = reduce, .broadcast = broadcast, .destroy = destroy};
+      .name = desc->opsName, .allReduce = allReduce, .reduce = reduce, .broadcast = broadcast, .abort = abortIsland,
+      .destroy = destroy};
   vi->island.ops = &vi->ops;
   vi->island.size = group->n;
   vi->island.index = group->me;
