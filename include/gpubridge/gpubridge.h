@@ -68,14 +68,16 @@ typedef enum {
 } gbDataType_t;
 
 /* Reduction operations. Values equal ncclRedOp_t's. gbAvg is the sum divided
- * by the number of ranks; it needs a floating-point type. */
+ * by the number of ranks; it needs a floating-point type. Values from
+ * gbNumOps up are ops made by gbRedOpCreatePreMulSum for one communicator. */
 typedef enum {
   gbSum = 0,
   gbProd = 1,
   gbMax = 2,
   gbMin = 3,
   gbAvg = 4,
-  gbNumOps = 5
+  gbNumOps = 5,
+  gbMaxRedOp = 0x7fffffff
 } gbRedOp_t;
 
 /* How a collective crosses vendor islands. */
@@ -84,8 +86,19 @@ typedef enum {
   gbPolicyHierarchical = 1, /* island reduce, bridge among leaders, island broadcast */
   gbPolicyNative = 2,       /* one island only: the vendor library alone */
   gbPolicyFlat = 3,         /* every rank stages to host; one host collective: the reference */
-  gbNumPolicies = 4
+  gbPolicySplitRail = 4,    /* all-reduce: k bridge links carry 1/k of the bytes each */
+  gbPolicyTuned = 5,        /* picks by the thresholds file GPUBRIDGE_THRESHOLDS */
+  gbNumPolicies = 6
 } gbPolicy_t;
+
+/* Where a PreMulSum scalar lives. Values equal ncclScalarResidence_t's. */
+typedef enum {
+  gbScalarDevice = 0,        /* device memory, read when the collective runs */
+  gbScalarHostImmediate = 1  /* host memory, read when the op is created */
+} gbScalarResidence_t;
+
+/* gbCommSplit's color for a rank that joins no new communicator. */
+#define GB_SPLIT_NOCOLOR (-1)
 
 /* The bridge's transport between hosts. */
 typedef enum {
@@ -221,8 +234,62 @@ gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                        gbDataType_t datatype, int root, gbComm_t comm,
                        void* stream);
 
+/* recvbuff on root = op over ranks of sendbuff; recvbuff is not touched (and
+ * may be NULL) elsewhere. In place on the root when sendbuff == recvbuff. */
+gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count,
+                    gbDataType_t datatype, gbRedOp_t op, int root, gbComm_t comm,
+                    void* stream);
+
+/* recvbuff[r*sendcount .. (r+1)*sendcount) = rank r's sendbuff. In place when
+ * sendbuff == recvbuff + rank*sendcount. */
+gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       gbDataType_t datatype, gbComm_t comm, void* stream);
+
+/* recvbuff = op over ranks of sendbuff[rank*recvcount .. (rank+1)*recvcount).
+ * In place when recvbuff == sendbuff + rank*recvcount. */
+gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
+                           void* stream);
+
+/* recvbuff[r*count ..] = rank r's sendbuff[rank*count ..]: count elements to
+ * and from every rank. sendbuff and recvbuff must not overlap. */
+gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                      gbDataType_t datatype, gbComm_t comm, void* stream);
+
+/* Point to point. Outside a group each call is its own operation; between
+ * gbGroupStart and gbGroupEnd, the sends and receives of one communicator
+ * run together as one operation (so a rank may send to and receive from
+ * the same peer without deadlock). A send of count elements must meet a
+ * receive of the same count and type on the peer, in the same order. */
+gbResult_t gbSend(const void* sendbuff, size_t count, gbDataType_t datatype, int peer,
+                  gbComm_t comm, void* stream);
+gbResult_t gbRecv(void* recvbuff, size_t count, gbDataType_t datatype, int peer,
+                  gbComm_t comm, void* stream);
+
+/* Groups nest; the outermost gbGroupEnd issues what the group collected (per
+ * communicator, in call order). Thread-local, as in NCCL. */
+gbResult_t gbGroupStart(void);
+gbResult_t gbGroupEnd(void);
+
 /* The stream passes this point once every rank's stream reached it. */
 gbResult_t gbBarrier(gbComm_t comm, void* stream);
+
+/* Creates an op that sums scalar * x over ranks (what FSDP uses for its
+ * gradient pre-division). *scalar has type datatype; residence says where.
+ * The op belongs to comm and is valid until gbRedOpDestroy. */
+gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype,
+                                  gbScalarResidence_t residence, gbComm_t comm);
+gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm);
+
+/* ------------------------------------------------------------ split
+ * Collective over comm's ranks: ranks with the same color form a new
+ * communicator, ordered by key (ties by parent rank). color
+ * GB_SPLIT_NOCOLOR gives *newcomm = NULL. The child finds its own topology:
+ * a child within one vendor runs native, a mixed one bridges. Parent and
+ * children are independent afterwards (any use order, any destroy order).
+ * config NULL inherits the parent's settings. */
+gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm,
+                       gbConfig_t* config);
 
 /* ------------------------------------------------ device helpers (gpubridge)
  * Vendor-neutral access to this process's device, so tools and tests need no

@@ -14,6 +14,7 @@
 #define GB_ALGO_ALGO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"
 
@@ -30,7 +31,16 @@ typedef struct {
   size_t pieceBytes;           /* pipelining unit inside an algorithm */
   void* scratch;               /* owned by the group, grown on demand */
   size_t scratchBytes;
+  uint64_t bytesSent;          /* payload bytes this member sent (statistics) */
 } gbAlgoGroup_t;
+
+/* One send or receive of gbAlgoSendRecv; peer is a member index. */
+typedef struct {
+  int peer;
+  int isSend;
+  void* buf;     /* const for a send */
+  size_t bytes;
+} gbAlgoP2p_t;
 
 /* recv = op over members of send (send may equal recv). op: sum, prod, max,
  * min (pass avg as sum with divisor). */
@@ -41,6 +51,23 @@ gbResult_t gbAlgoReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t c
                         gbDataType_t dt, gbRedOp_t op, int divisor, int root);
 /* Pipelined broadcast of bytes from member root along a chain. */
 gbResult_t gbAlgoBroadcast(gbAlgoGroup_t* g, void* buf, size_t bytes, int root);
+
+/* recv[i*bytes ..] = member i's send (bytes each). In place when
+ * send == recv + me*bytes. */
+gbResult_t gbAlgoAllGather(gbAlgoGroup_t* g, const void* send, void* recv, size_t bytes);
+/* recv (count elements) = op over members of send[me*count ..], folded
+ * x0 op x1 op ... op x(n-1) left to right on the member that owns the block;
+ * divisor as in all-reduce. In place when recv == send + me*count. */
+gbResult_t gbAlgoReduceScatter(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
+                               gbDataType_t dt, gbRedOp_t op, int divisor);
+/* recv[i*bytes ..] = member i's send[me*bytes ..]. send and recv must not
+ * overlap. */
+gbResult_t gbAlgoAllToAll(gbAlgoGroup_t* g, const void* send, void* recv, size_t bytes);
+/* Runs every send and receive together; per peer and direction they match
+ * the peer's in list order (the peer's k-th send to me fills my k-th
+ * receive from it). A send to or receive from myself pairs with my own in
+ * list order too (a copy). */
+gbResult_t gbAlgoSendRecv(gbAlgoGroup_t* g, const gbAlgoP2p_t* ops, int nops);
 
 void gbAlgoGroupFree(gbAlgoGroup_t* g); /* frees scratch only */
 

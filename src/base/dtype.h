@@ -22,6 +22,10 @@ void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRe
 /* buf[i] /= divisor, for a floating type (in float for f16/bf16, then rounded). */
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor);
 
+/* buf[i] = scalar * buf[i]; scalar is one element of dt (PreMulSum). f16
+ * and bf16 multiply in float and round once; integers wrap. */
+void gbScaleBy(void* buf, size_t count, gbDataType_t dt, const void* scalar);
+
 /* Conversions used by the kernels (exposed for tests and tools). */
 float gbHalfToFloat(uint16_t h);
 uint16_t gbFloatToHalf(float f);

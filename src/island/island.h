@@ -11,6 +11,15 @@
 
 typedef struct gbIsland gbIsland_t;
 
+/* One send or receive of a fused group; peer is an island-local index. */
+typedef struct {
+  int peer;
+  int isSend;
+  void* buf;   /* const for a send */
+  size_t count;
+  gbDataType_t dt;
+} gbIslandP2p_t;
+
 /* Called (from a stream's host thread) when island work fails. */
 typedef void (*gbIslandErrorFn_t)(void* ctx, gbResult_t res);
 
@@ -24,6 +33,21 @@ typedef struct gbIslandOps {
                        gbDataType_t dt, gbRedOp_t op, int root, void* stream);
   gbResult_t (*broadcast)(gbIsland_t* is, const void* send, void* recv, size_t count,
                           gbDataType_t dt, int root, void* stream);
+  /* recv[i*count ..] = member i's send (count elements each). */
+  gbResult_t (*allGather)(gbIsland_t* is, const void* send, void* recv, size_t count,
+                          gbDataType_t dt, void* stream);
+  /* recv (count elements) = op over members of send[index*count ..]. op as
+   * allReduce's (avg divides by the island's size). */
+  gbResult_t (*reduceScatter)(gbIsland_t* is, const void* send, void* recv, size_t count,
+                              gbDataType_t dt, gbRedOp_t op, void* stream);
+  /* A fused group of sends and receives (all-to-all is one): all progress
+   * together; per peer and direction they match in list order. */
+  gbResult_t (*sendRecv)(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, void* stream);
+  /* An island op summing scalar * x (see gbRedOpCreatePreMulSum), usable as
+   * the op of allReduce, reduce and reduceScatter until redOpDestroy. */
+  gbResult_t (*preMulSumCreate)(gbIsland_t* is, void* scalar, gbDataType_t dt,
+                                gbScalarResidence_t residence, gbRedOp_t* op);
+  gbResult_t (*redOpDestroy)(gbIsland_t* is, gbRedOp_t op);
   /* Ends the island's pending work at once after a failure or gbCommAbort,
    * without freeing it (stream work may still point into it); destroy
    * follows once the streams drained. NULL where the abort flag is enough. */
