@@ -54,6 +54,7 @@ gbResult_t gbAlgoPostSend(gbAlgoGroup_t* g, int peer, const void* buf, size_t by
   if (bytes == 0) return gbSuccess;
   GB_CHECK(g->net->isend(g->conns[peer], buf, bytes, &reqs[*nreq]));
   (*nreq)++;
+  g->bytesSent += bytes; /* posted payload: a failed call fails whole anyway */
   return gbSuccess;
 }
 

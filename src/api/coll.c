@@ -15,20 +15,115 @@ static gbResult_t checkBuffers(const char* fn, const void* send, const void* rec
   return gbSuccess;
 }
 
+static gbResult_t checkOp(const char* fn, gbComm_t comm, gbRedOp_t op, gbDataType_t dt) {
+  if ((int)op < 0)
+    return gbErrorSet(gbInvalidArgument, "%s: op %d is not a gbRedOp_t (sum, prod, max, min, avg, PreMulSum)", fn,
+                      (int)op);
+  if (op == gbAvg && !gbDtypeIsFloat(dt))
+    return gbErrorSet(gbInvalidArgument,
+                      "%s: avg needs a floating-point type, not %s (an integer average would need a rounding rule): "
+                      "use sum and divide, or a float type", fn, gbDtypeName(dt));
+  gbCommOps_t ops;
+  if (gbCommResolveOp(comm, op, dt, &ops) != gbSuccess)
+    return gbErrorSet(gbInvalidArgument, "%s: %s", fn, gbErrorLast());
+  return gbSuccess;
+}
+
+static gbResult_t checkSend(const char* fn, const void* send, size_t count) {
+  if (count > 0 && !send) return gbErrorSet(gbInvalidArgument, "%s: sendbuff is NULL with count %zu", fn, count);
+  return gbSuccess;
+}
+
+/* count elements per rank times nranks must still be addressable. */
+static gbResult_t checkTotal(const char* fn, gbComm_t comm, size_t count, gbDataType_t dt) {
+  if (count > SIZE_MAX / 2 / gbDtypeSize(dt) / (size_t)comm->nranks)
+    return gbErrorSet(gbInvalidArgument, "%s: count %zu of %s times %d ranks overflows the address space", fn, count,
+                      gbDtypeName(dt), comm->nranks);
+  return gbSuccess;
+}
+
 gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype,
                                  gbRedOp_t op, gbComm_t comm, void* stream) {
   static const char* fn = "gbAllReduce";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
-  if (count > 0 && !sendbuff) return gbErrorSet(gbInvalidArgument, "%s: sendbuff is NULL with count %zu", fn, count);
-  if ((int)op < 0 || op >= gbNumOps)
-    return gbErrorSet(gbInvalidArgument, "%s: op %d is not a gbRedOp_t (sum, prod, max, min, avg)", fn, (int)op);
-  if (op == gbAvg && !gbDtypeIsFloat(datatype))
-    return gbErrorSet(gbInvalidArgument,
-                      "%s: avg needs a floating-point type, not %s (an integer average would need a rounding rule): "
-                      "use sum and divide, or a float type", fn, gbDtypeName(datatype));
+  GB_CHECK(checkSend(fn, sendbuff, count));
+  GB_CHECK(checkOp(fn, comm, op, datatype));
   if (count == 0) return gbSuccess;
   return gbCommEnqueueAllReduce(comm, sendbuff, recvbuff, count, datatype, op, stream);
+}
+
+gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op,
+                    int root, gbComm_t comm, void* stream) {
+  static const char* fn = "gbReduce";
+  GB_CHECK(gbApiCheckComm(fn, comm));
+  if (root < 0 || root >= comm->nranks)
+    return gbErrorSet(gbInvalidArgument, "%s: root %d is not a rank in [0, %d)", fn, root, comm->nranks);
+  /* recvbuff matters on the root only. */
+  GB_CHECK(checkBuffers(fn, sendbuff, comm->rank == root ? recvbuff : (void*)1, count, datatype));
+  GB_CHECK(checkSend(fn, sendbuff, count));
+  GB_CHECK(checkOp(fn, comm, op, datatype));
+  if (count == 0) return gbSuccess;
+  return gbCommEnqueueReduce(comm, sendbuff, recvbuff, count, datatype, op, root, stream);
+}
+
+gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, gbDataType_t datatype,
+                       gbComm_t comm, void* stream) {
+  static const char* fn = "gbAllGather";
+  GB_CHECK(gbApiCheckComm(fn, comm));
+  GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, sendcount, datatype));
+  GB_CHECK(checkSend(fn, sendbuff, sendcount));
+  GB_CHECK(checkTotal(fn, comm, sendcount, datatype));
+  if (sendcount == 0) return gbSuccess;
+  return gbCommEnqueueAllGather(comm, sendbuff, recvbuff, sendcount, datatype, stream);
+}
+
+gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, gbDataType_t datatype,
+                           gbRedOp_t op, gbComm_t comm, void* stream) {
+  static const char* fn = "gbReduceScatter";
+  GB_CHECK(gbApiCheckComm(fn, comm));
+  GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, recvcount, datatype));
+  GB_CHECK(checkSend(fn, sendbuff, recvcount));
+  GB_CHECK(checkTotal(fn, comm, recvcount, datatype));
+  GB_CHECK(checkOp(fn, comm, op, datatype));
+  if (recvcount == 0) return gbSuccess;
+  return gbCommEnqueueReduceScatter(comm, sendbuff, recvbuff, recvcount, datatype, op, stream);
+}
+
+gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbComm_t comm,
+                      void* stream) {
+  static const char* fn = "gbAllToAll";
+  GB_CHECK(gbApiCheckComm(fn, comm));
+  GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
+  GB_CHECK(checkSend(fn, sendbuff, count));
+  GB_CHECK(checkTotal(fn, comm, count, datatype));
+  size_t bytes = count * gbDtypeSize(datatype) * (size_t)comm->nranks;
+  const char *s = sendbuff, *r = recvbuff;
+  if (count > 0 && s < r + bytes && r < s + bytes)
+    return gbErrorSet(gbInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all has no in-place form", fn);
+  if (count == 0) return gbSuccess;
+  return gbCommEnqueueAllToAll(comm, sendbuff, recvbuff, count, datatype, stream);
+}
+
+gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype, gbScalarResidence_t residence,
+                                  gbComm_t comm) {
+  static const char* fn = "gbRedOpCreatePreMulSum";
+  GB_CHECK(gbApiCheckComm(fn, comm));
+  if (!op || !scalar) return gbErrorSet(gbInvalidArgument, "%s: %s is NULL", fn, op ? "scalar" : "op");
+  if ((int)datatype < 0 || datatype >= gbNumTypes)
+    return gbErrorSet(gbInvalidArgument, "%s: datatype %d is not a gbDataType_t", fn, (int)datatype);
+  if (residence != gbScalarDevice && residence != gbScalarHostImmediate)
+    return gbErrorSet(gbInvalidArgument, "%s: residence %d is not gbScalarDevice or gbScalarHostImmediate", fn,
+                      (int)residence);
+  return gbCommRedOpCreate(comm, scalar, datatype, residence, op);
+}
+
+gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm) {
+  GB_CHECK(gbApiCheckComm("gbRedOpDestroy", comm));
+  if ((int)op >= 0 && op < gbNumOps)
+    return gbErrorSet(gbInvalidArgument, "gbRedOpDestroy: op %d is a built-in op, not one made by "
+                                         "gbRedOpCreatePreMulSum", (int)op);
+  return gbCommRedOpDestroy(comm, op);
 }
 
 gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,

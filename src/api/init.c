@@ -119,6 +119,13 @@ static gbResult_t initWith(gbComm_t* out, int nranks, const gbBootId_t* id, int 
   return gbInProgress;
 }
 
+gbResult_t gbApiInitWith(gbComm_t* out, int nranks, const gbUniqueId* uid, int rank, int localRank,
+                         const gbConfig_t* config) {
+  gbBootId_t id;
+  GB_CHECK(gbBootIdUnpack(uid, &id));
+  return initWith(out, nranks, &id, rank, localRank, config);
+}
+
 gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId, int rank,
                                           gbConfig_t* config) {
   gbParamInit();

@@ -207,3 +207,38 @@ void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
     default: break; /* integer types: the caller rejects avg before this */
   }
 }
+
+/* Integers multiply in the unsigned type (wraps without undefined
+ * behaviour); floats multiply in their own type, 16-bit ones in float with
+ * one rounding back. */
+#define SCALE_LOOP(T, S)                                       \
+  do {                                                         \
+    T* p = buf;                                                \
+    T s;                                                       \
+    memcpy(&s, scalar, sizeof s);                              \
+    for (size_t i = 0; i < count; i++) p[i] = (T)(S * p[i]);   \
+  } while (0)
+
+#define SCALE_HALF(TOF, FROMF)                                 \
+  do {                                                         \
+    uint16_t* p = buf;                                         \
+    uint16_t raw;                                              \
+    memcpy(&raw, scalar, sizeof raw);                          \
+    float s = TOF(raw);                                        \
+    for (size_t i = 0; i < count; i++) p[i] = FROMF(s * TOF(p[i])); \
+  } while (0)
+
+void gbScaleBy(void* buf, size_t count, gbDataType_t dt, const void* scalar) {
+  if (count == 0) return;
+  switch (dt) {
+    /* uint8 promotes to int before the multiply: widen to unsigned first. */
+    case gbInt8: case gbUint8: SCALE_LOOP(uint8_t, (unsigned)s); break;
+    case gbInt32: case gbUint32: SCALE_LOOP(uint32_t, s); break;
+    case gbInt64: case gbUint64: SCALE_LOOP(uint64_t, s); break;
+    case gbFloat32: SCALE_LOOP(float, s); break;
+    case gbFloat64: SCALE_LOOP(double, s); break;
+    case gbFloat16: SCALE_HALF(halfToFloat, floatToHalf); break;
+    case gbBfloat16: SCALE_HALF(bf16ToFloat, floatToBf16); break;
+    default: break;
+  }
+}

@@ -21,7 +21,7 @@
 
 static const char* const levelChoices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 /* Same order as gbPolicy_t and gbTransport_t: the value is the index. */
-static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", NULL};
+static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", "split-rail", "tuned", NULL};
 static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as gbSplitTest_t. */
 /* Same order as the cuda and hip devices' flag modes, strongest first. */
@@ -42,8 +42,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                          "Run this rank on a simulated GPU of this vendor island (nvidia, amd, ...): "
                          "1 to 15 characters of a-z, 0-9, _ and -."},
     [GB_PARAM_POLICY] = {"GPUBRIDGE_POLICY", GB_PARAM_ENUM, "auto", policyChoices, 0, 0, 1,
-                         "How collectives cross islands: auto, hierarchical, native (one island) or "
-                         "flat (every rank through the host: the reference)."},
+                         "How collectives cross islands: auto, hierarchical, native (one island), "
+                         "flat (every rank through the host: the reference), split-rail (all-reduce over k "
+                         "parallel bridge links) or tuned (GPUBRIDGE_THRESHOLDS)."},
     [GB_PARAM_TRANSPORT] = {"GPUBRIDGE_TRANSPORT", GB_PARAM_ENUM, "tcp", transportChoices, 0, 0, 1,
                             "Transport of the bridge between hosts."},
     [GB_PARAM_TIMEOUT] = {"GPUBRIDGE_TIMEOUT", GB_PARAM_INT, "300", NULL, 1, 86400, 1,
@@ -89,6 +90,16 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_STREAM_FLAGS] = {"GPUBRIDGE_STREAM_FLAGS", GB_PARAM_ENUM, "auto", flagChoices, 0, 0, 0,
                                "How GPU streams signal and wait on the bridge: auto (the best the GPU offers), "
                                "64 or 32 (stream memory operations), host (host functions); for testing fallbacks."},
+    [GB_PARAM_CHECK_CALLS] = {"GPUBRIDGE_CHECK_CALLS", GB_PARAM_INT, "1", NULL, 0, 1, 1,
+                              "1: before each collective, ranks compare what they called (collective, count, "
+                              "type, op, root, send/recv pairs) and all fail alike on a mismatch; 0: trust the "
+                              "program (saves a host round trip per call)."},
+    [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
+                        "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
+                        "island."},
+    [GB_PARAM_THRESHOLDS] = {"GPUBRIDGE_THRESHOLDS", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                             "Thresholds file for policy tuned (written by gpubridge-perf --tune): which policy "
+                             "each collective uses by message size. Every rank must read identical contents."},
 };
 
 /* Words after the range in an INT error. */

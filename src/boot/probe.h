@@ -9,7 +9,7 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 2u
+#define GB_PROBE_VERSION 3u
 
 /* Settings that decide the schedule: every rank must hold the same. */
 typedef struct {
@@ -19,8 +19,12 @@ typedef struct {
   int32_t nsocks;
   int32_t stagingSlots;
   int32_t splitTest;    /* GPUBRIDGE_SPLIT_TEST: 0 off, 1 half, 2 alternate, 3 node */
+  int32_t checkCalls;   /* GPUBRIDGE_CHECK_CALLS */
+  int32_t rails;        /* GPUBRIDGE_RAILS (0: as many as the smallest island has ranks) */
+  int32_t pad;
   int64_t chunkBytes;
   int64_t ringMinBytes;
+  uint64_t thresholdsHash; /* policy tuned: FNV-1a of the thresholds file's bytes, else 0 */
 } gbSettings_t;
 
 typedef struct {

@@ -119,6 +119,13 @@ static int64_t fSlots(const gbProbe_t* p) { return p->settings.stagingSlots; }
 static int64_t fChunk(const gbProbe_t* p) { return p->settings.chunkBytes; }
 static int64_t fRingMin(const gbProbe_t* p) { return p->settings.ringMinBytes; }
 static int64_t fSplit(const gbProbe_t* p) { return p->settings.splitTest; }
+static int64_t fCheck(const gbProbe_t* p) { return p->settings.checkCalls; }
+static int64_t fRails(const gbProbe_t* p) { return p->settings.rails; }
+static int64_t fThresholds(const gbProbe_t* p) { return (int64_t)p->settings.thresholdsHash; }
+static const char* showHash(int64_t v, char* b, size_t l) {
+  snprintf(b, l, "contents %016llx", (unsigned long long)v);
+  return b;
+}
 static const char* showSplit(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_SPLIT_TEST, v, b, l); }
 static int64_t fRunKind(const gbProbe_t* p) { return p->runKind; }
 
@@ -138,6 +145,10 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_STAGING_SLOTS", fSlots, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_CHUNK_BYTES (or config.chunkBytes)", fChunk, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_RING_MIN_BYTES", fRingMin, showInt, "set it the same on every rank"},
+    {"GPUBRIDGE_CHECK_CALLS", fCheck, showInt, "set it the same on every rank"},
+    {"GPUBRIDGE_RAILS", fRails, showInt, "set it the same on every rank"},
+    {"the thresholds file (GPUBRIDGE_THRESHOLDS)", fThresholds, showHash,
+     "give every rank a copy of the same file (gpubridge-perf --tune writes it)"},
     {"GPUBRIDGE_SPLIT_TEST", fSplit, showSplit, "set it the same on every rank"},
     {"the kind of device", fRunKind, showRunKind,
      "a job is either all real GPUs or all simulated (GPUBRIDGE_VENDOR set on every rank)"},

@@ -13,6 +13,7 @@
 #include "device/device.h"
 #include "island/island.h"
 #include "net/net.h"
+#include "plan/thresholds.h"
 #include "proxy/proxy.h"
 
 #define GB_COMM_MAGIC 0x67624361u /* "gbCa" */
@@ -28,7 +29,30 @@ typedef struct {
   gbNetConn_t** conns;
   gbAlgoGroup_t algo;
   int active;
+  int borrowed;  /* conns belong to another group (rails use the world's) */
 } gbCommGroup_t;
+
+/* A PreMulSum op of this communicator (gbRedOpCreatePreMulSum). */
+typedef struct {
+  int used;
+  gbDataType_t dtype;
+  int residence;       /* gbScalarResidence_t */
+  void* scalar;        /* the caller's scalar (device residence: read when the call runs) */
+  void* hostCell;      /* host copy the proxy scales with (device-reachable host memory) */
+  gbRedOp_t islandOp;  /* the island's own op for it */
+} gbCommRedOp_t;
+#define GB_COMM_MAX_REDOPS 64
+
+/* A growable host buffer for whole-message staging (send/recv groups), with
+ * the three flags of one slot. Outgrown buffers stay until teardown (stream
+ * work may still use them). */
+typedef struct gbBulk {
+  void* base;
+  size_t bytes;
+  gbFlag_t* flags;     /* [3]: staged, done, freed */
+  uint64_t uses;
+  struct gbBulk* older;
+} gbBulk_t;
 
 /* Host memory the streams and the proxy meet in: nslots chunks, and per slot
  * three monotone flags: staged (stream -> proxy), done (proxy -> stream),
@@ -57,7 +81,19 @@ struct gbComm {
   const gbNetOps_t* net;
   gbNetListener_t* listener;
   gbCommGroup_t world, island, bridge;
+  gbCommGroup_t* rails;     /* [nrails] split-rail links over the world's connections */
+  int nrails;
+  int myRail;               /* my rail (island index), or -1 */
   gbIsland_t* islandComm;
+  gbThresholds_t thresholds; /* policy tuned */
+  gbCommRedOp_t redops[GB_COMM_MAX_REDOPS];
+  gbBulk_t* bulk;
+  gbFlag_t* checked;        /* proxy -> streams: the first `value` call checks passed */
+  uint64_t checksPosted;
+  uint64_t p2pSeq;          /* send/recv groups enqueued (for messages) */
+  int localRank;            /* as given to init (the device it chose) */
+  gbConfig_t config;        /* as given to init (gbCommSplit inherits it) */
+  int hasConfig;
   gbStaging_t staging;
   gbProxy_t* proxy;
   void* scratchDev;         /* a small device buffer for gbBarrier */
@@ -90,10 +126,81 @@ gbResult_t gbCommAlloc(gbComm_t* out);
 /* Releases everything; waits (bounded) for the streams the comm used. */
 void gbCommFree(gbComm_t comm);
 
-/* Schedules (core/enqueue.c). */
+/* Schedules (core/enqueue*.c). */
+/* Island and host ops for a reduction op (PreMulSum resolved). */
+typedef struct {
+  gbRedOp_t island;   /* op the island uses for the collective itself */
+  gbRedOp_t partial;  /* op of an island step that feeds the bridge (avg -> sum) */
+  gbRedOp_t host;     /* op of the host step (sum, prod, max, min) */
+  int divisor;        /* avg: divide once by the world size */
+  const void* scale;  /* PreMulSum on flat: scale every contribution by this host cell */
+  const gbCommRedOp_t* premul;
+} gbCommOps_t;
+gbResult_t gbCommResolveOp(gbComm_t comm, gbRedOp_t op, gbDataType_t dt, gbCommOps_t* out);
+gbResult_t gbCommRedOpCreate(gbComm_t comm, void* scalar, gbDataType_t dt, int residence, gbRedOp_t* op);
+gbResult_t gbCommRedOpDestroy(gbComm_t comm, gbRedOp_t op);
+/* device residence: enqueue the copy of the scalar into its host cell. */
+gbResult_t gbCommStageScalar(gbComm_t comm, const gbCommOps_t* ops, void* stream);
+
 gbResult_t gbCommEnqueueAllReduce(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
                                   gbRedOp_t op, void* stream);
 gbResult_t gbCommEnqueueBroadcast(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
                                   int root, void* stream);
+gbResult_t gbCommEnqueueReduce(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
+                               gbRedOp_t op, int root, void* stream);
+gbResult_t gbCommEnqueueAllGather(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                  void* stream);
+gbResult_t gbCommEnqueueReduceScatter(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                      gbRedOp_t op, void* stream);
+gbResult_t gbCommEnqueueAllToAll(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                 void* stream);
+
+/* One send or receive of a group; peer is a global rank. */
+typedef struct {
+  int peer;
+  int isSend;
+  void* buf;
+  size_t count;
+  gbDataType_t dt;
+  void* stream;
+} gbCommP2p_t;
+/* A send/recv group of this comm (all ops on one stream). */
+gbResult_t gbCommEnqueueSendRecv(gbComm_t comm, const gbCommP2p_t* ops, int nops, void* stream);
+
+/* The call check (core/check.c): posts, on the proxy, the comparison of this
+ * call with every rank's (GPUBRIDGE_CHECK_CALLS), and makes the stream wait
+ * for its verdict before any island step. No-op when checks are off. */
+typedef struct {
+  int coll;       /* gbColl_t */
+  uint64_t count;
+  int dtype, op, root;
+} gbCommCall_t;
+gbResult_t gbCommCheckCall(gbComm_t comm, const gbCommCall_t* call, void* stream);
+gbResult_t gbCommCheckSendRecv(gbComm_t comm, const gbCommP2p_t* ops, int nops, void* stream);
+
+/* gbCommSplit's exchanges over the parent (core/split.c), each an
+ * all-gather on the parent's proxy, waited for by the caller. First: my
+ * rank and size in my color's child (0 with GB_SPLIT_NOCOLOR), and whether
+ * I am its first rank (which makes the child's unique id). Then: the id
+ * travels from each color's first rank to the rest of the color. */
+gbResult_t gbCommSplitRanks(gbComm_t parent, int color, int key, int* newRank, int* newN, int* first);
+gbResult_t gbCommSplitShareId(gbComm_t parent, int color, int first, const gbUniqueId* mine, gbUniqueId* out);
+
+/* Staging slots (core/staging.c): take the next slot for a chunk (the stream
+ * waits until its last use was copied out), mark it staged, wait for the
+ * proxy, free it. */
+typedef struct {
+  size_t slot;
+  uint64_t use;
+  char* buf;
+} gbSlot_t;
+gbResult_t gbCommSlotAcquire(gbComm_t comm, void* stream, gbSlot_t* out);
+gbResult_t gbCommSlotStaged(gbComm_t comm, const gbSlot_t* s, void* stream);
+gbResult_t gbCommSlotAwait(gbComm_t comm, const gbSlot_t* s, void* stream);
+gbResult_t gbCommSlotRelease(gbComm_t comm, const gbSlot_t* s, void* stream);
+gbFlag_t* gbCommSlotStagedFlag(gbComm_t comm, const gbSlot_t* s);
+gbFlag_t* gbCommSlotDoneFlag(gbComm_t comm, const gbSlot_t* s);
+/* Counts the end of one collective's stream work (teardown waits for it). */
+gbResult_t gbCommMarkStreamWork(gbComm_t comm, void* stream);
 
 #endif

@@ -3,7 +3,8 @@
  * software-pipelined over the staging slots, so while chunk k crosses the
  * bridge, chunk k+1 is staged out and chunk k-1 staged back in. Every rank of
  * an island issues its island steps in the same order (the depth is an agreed
- * setting), so island collectives always match. */
+ * setting), so island collectives always match. All-reduce, broadcast and
+ * reduce; the block collectives and send/recv have their own walkers. */
 #include <string.h>
 
 #include "base/dtype.h"
@@ -15,6 +16,7 @@ typedef struct {
   gbComm_t comm;
   const gbPlan_t* plan;
   gbPlanInput_t in;
+  gbCommOps_t ops;
   const char* send;
   char* recv;
   size_t esize;
@@ -22,35 +24,19 @@ typedef struct {
   gbAlgoGroup_t* hostGroup;
   int depth;
   int queued;          /* something reached the stream or the proxy */
-  size_t slotOf[64];
-  uint64_t useOf[64];
+  gbSlot_t slotOf[64];
 } walk_t;
-
-/* The last stream task of each collective counts it done (also when the
- * stream drops it after an error), so teardown knows when no stream work
- * still points into the communicator. */
-static gbResult_t markerRun(void* arg) {
-  (void)arg;
-  return gbSuccess;
-}
-static void markerDone(void* arg) { __atomic_add_fetch(&((gbComm_t)arg)->streamDone->value, 1, __ATOMIC_RELEASE); }
-
-static gbResult_t markStreamWork(gbComm_t c, void* stream) {
-  if (!c->dev->launchHostFn) return gbSuccess;
-  GB_CHECK(c->dev->launchHostFn(stream, markerRun, c, markerDone));
-  c->streamPosted++;
-  return gbSuccess;
-}
 
 static gbResult_t islandCall(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
   gbIsland_t* is = w->comm->islandComm;
+  int native = w->plan->policy == gbPolicyNative;
   switch (step) {
     case GB_ISLAND_NONE:
       return gbSuccess;
     case GB_ISLAND_ALLREDUCE:
-      return is->ops->allReduce(is, src, dst, n, w->in.dtype, w->in.op, w->stream);
+      return is->ops->allReduce(is, src, dst, n, w->in.dtype, w->ops.island, w->stream);
     case GB_ISLAND_REDUCE:
-      return is->ops->reduce(is, src, dst, n, w->in.dtype, w->plan->hostOp, 0, w->stream);
+      return is->ops->reduce(is, src, dst, n, w->in.dtype, native ? w->ops.island : w->ops.partial, root, w->stream);
     case GB_ISLAND_BCAST:
       return is->ops->broadcast(is, src, dst, n, w->in.dtype, root, w->stream);
   }
@@ -58,6 +44,7 @@ static gbResult_t islandCall(walk_t* w, gbIslandStep_t step, int root, const voi
 }
 
 static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
+  if (n == 0) return gbSuccess;
   GB_CHECK(islandCall(w, step, root, src, dst, n));
   if (step != GB_ISLAND_NONE) w->queued = 1;
   return gbSuccess;
@@ -69,28 +56,80 @@ static size_t chunkLen(const walk_t* w, size_t i) {
   return left < w->plan->chunkCount ? left : w->plan->chunkCount;
 }
 
+/* split-rail: slice r of chunk i (begin and length, in elements). */
+static void railSlice(const walk_t* w, size_t n, int r, size_t* begin, size_t* len) {
+  int k = w->plan->rails;
+  size_t q = n / (size_t)k, rem = n % (size_t)k;
+  size_t b = q * (size_t)r + rem * (size_t)r / (size_t)k;
+  size_t e = q * (size_t)(r + 1) + rem * (size_t)(r + 1) / (size_t)k;
+  *begin = b;
+  *len = e - b;
+}
+
+/* The part of chunk i this rank stages (its rail's slice under split-rail). */
+static void stagedPart(const walk_t* w, size_t i, size_t* off, size_t* n) {
+  *off = i * w->plan->chunkCount;
+  *n = chunkLen(w, i);
+  if (w->plan->rails > 0 && w->plan->myRail >= 0) {
+    size_t b, len;
+    railSlice(w, *n, w->plan->myRail, &b, &len);
+    *off += b;
+    *n = len;
+  }
+}
+
+static gbResult_t islandSteps(walk_t* w, size_t i, gbIslandStep_t step, int root, int fromSend) {
+  const gbPlan_t* p = w->plan;
+  size_t off = i * p->chunkCount, n = chunkLen(w, i);
+  const char* src = (fromSend ? w->send : w->recv) + off * w->esize;
+  char* dst = w->recv + off * w->esize;
+  if (p->rails == 0) return islandStep(w, step, root, src, dst, n);
+  for (int r = 0; r < p->rails; r++) {
+    size_t b, len;
+    railSlice(w, n, r, &b, &len);
+    GB_CHECK(islandStep(w, step, r, src + b * w->esize, dst + b * w->esize, len));
+  }
+  return gbSuccess;
+}
+
+static gbProxyKind_t proxyKind(gbColl_t coll) {
+  if (coll == GB_COLL_ALLREDUCE) return GB_PROXY_ALLREDUCE;
+  if (coll == GB_COLL_REDUCE) return GB_PROXY_REDUCE;
+  return GB_PROXY_BCAST;
+}
+
 /* Island step, then hand the chunk to the proxy. */
 static gbResult_t front(walk_t* w, size_t i) {
   const gbPlan_t* p = w->plan;
   gbComm_t c = w->comm;
-  size_t n = chunkLen(w, i), off = i * p->chunkCount * w->esize, bytes = n * w->esize;
-  const char* sendC = w->send + off;
-  char* recvC = w->recv + off;
-  GB_CHECK(islandStep(w, p->before, p->beforeRoot, sendC, recvC, n));
+  GB_CHECK(islandSteps(w, i, p->before, p->beforeRoot, 1));
   if (p->host == GB_HOST_NONE) return gbSuccess;
-  gbStaging_t* s = &c->staging;
-  size_t slot = s->next++ % (size_t)s->nslots;
-  uint64_t use = ++s->uses[slot];
-  w->slotOf[i % (size_t)w->depth] = slot;
-  w->useOf[i % (size_t)w->depth] = use;
-  char* buf = (char*)s->base + slot * s->slotBytes;
-  GB_CHECK(c->dev->flagWait(&s->freed[slot], use - 1, w->stream));
+  size_t off, n;
+  stagedPart(w, i, &off, &n);
+  if (n == 0) return gbSuccess;
+  gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
+  GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
   w->queued = 1;
-  if (p->stageOut) GB_CHECK(c->dev->copyAsync(buf, p->before != GB_ISLAND_NONE ? recvC : sendC, bytes, w->stream));
-  GB_CHECK(c->dev->flagWrite(&s->staged[slot], use, w->stream));
-  gbProxyOp_t op = {w->in.coll == GB_COLL_ALLREDUCE ? GB_PROXY_ALLREDUCE : GB_PROXY_BCAST,
-                    w->hostGroup, buf, n, w->in.dtype, p->hostOp, p->hostDivisor, p->hostRoot,
-                    &s->staged[slot], use, &s->done[slot], use, c->seq};
+  size_t bytes = n * w->esize;
+  const char* src = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
+  if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, w->stream));
+  GB_CHECK(gbCommSlotStaged(c, s, w->stream));
+  gbProxyOp_t op;
+  memset(&op, 0, sizeof(op));
+  op.kind = proxyKind(w->in.coll);
+  op.group = w->hostGroup;
+  op.buf = s->buf;
+  op.count = n;
+  op.dtype = w->in.dtype;
+  op.op = w->ops.host;
+  op.divisor = w->ops.divisor;
+  op.root = p->hostRoot;
+  op.scale = p->host == GB_HOST_WORLD ? w->ops.scale : NULL; /* elsewhere the island step scaled */
+  op.ready = gbCommSlotStagedFlag(c, s);
+  op.readyValue = s->use;
+  op.done = gbCommSlotDoneFlag(c, s);
+  op.doneValue = s->use;
+  op.seq = c->seq;
   return gbProxyPost(c->proxy, &op);
 }
 
@@ -98,17 +137,15 @@ static gbResult_t front(walk_t* w, size_t i) {
 static gbResult_t back(walk_t* w, size_t i) {
   const gbPlan_t* p = w->plan;
   gbComm_t c = w->comm;
-  size_t n = chunkLen(w, i), off = i * p->chunkCount * w->esize, bytes = n * w->esize;
-  char* recvC = w->recv + off;
-  if (p->host != GB_HOST_NONE) {
-    gbStaging_t* s = &c->staging;
-    size_t slot = w->slotOf[i % (size_t)w->depth];
-    uint64_t use = w->useOf[i % (size_t)w->depth];
-    GB_CHECK(c->dev->flagWait(&s->done[slot], use, w->stream));
-    if (p->stageIn) GB_CHECK(c->dev->copyAsync(recvC, (char*)s->base + slot * s->slotBytes, bytes, w->stream));
-    GB_CHECK(c->dev->flagWrite(&s->freed[slot], use, w->stream));
+  size_t off, n;
+  stagedPart(w, i, &off, &n);
+  if (p->host != GB_HOST_NONE && n > 0) {
+    gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
+    GB_CHECK(gbCommSlotAwait(c, s, w->stream));
+    if (p->stageIn) GB_CHECK(c->dev->copyAsync(w->recv + off * w->esize, s->buf, n * w->esize, w->stream));
+    GB_CHECK(gbCommSlotRelease(c, s, w->stream));
   }
-  return islandStep(w, p->after, p->afterRoot, recvC, recvC, n);
+  return islandSteps(w, i, p->after, p->afterRoot, 0);
 }
 
 static gbResult_t walkChunks(walk_t* w) {
@@ -122,10 +159,17 @@ static gbResult_t walkChunks(walk_t* w) {
   return gbSuccess;
 }
 
+static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
+  if (p->host == GB_HOST_BRIDGE) return &c->bridge.algo;
+  if (p->host == GB_HOST_RAIL) return &c->rails[p->myRail].algo;
+  return &c->world.algo;
+}
+
 /* A call that queued nothing fails alone (a bad stream, say); once part of a
  * schedule is queued, peers would wait on the rest: the comm fails, and the
  * end marker still goes on the stream so teardown waits for what is queued. */
-static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send, void* recv, void* stream) {
+static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t* ops, const void* send, void* recv,
+                          void* stream) {
   gbPlan_t plan;
   GB_CHECK(gbPlanBuild(in, &plan));
   walk_t w;
@@ -133,22 +177,30 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const void* send,
   w.comm = c;
   w.plan = &plan;
   w.in = *in;
+  if (ops) w.ops = *ops;
   w.send = send;
   w.recv = recv;
   w.esize = gbDtypeSize(in->dtype);
   w.stream = stream;
-  w.hostGroup = plan.host == GB_HOST_BRIDGE ? &c->bridge.algo : &c->world.algo;
+  w.hostGroup = hostGroupOf(c, &plan);
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
   c->seq++;
-  gbResult_t res = walkChunks(&w);
+  gbCommCall_t call = {in->coll, in->count, in->dtype, ops ? (int)in->op : -1, in->root};
+  uint64_t checks = c->checksPosted;
+  gbResult_t res = gbCommCheckCall(c, &call, stream);
+  w.queued = c->checksPosted != checks;
+  if (res == gbSuccess) {
+    if (ops && plan.host == GB_HOST_WORLD) res = gbCommStageScalar(c, ops, stream);
+  }
+  if (res == gbSuccess) res = walkChunks(&w);
   if (w.queued) {
-    gbResult_t marked = markStreamWork(c, stream);
+    gbResult_t marked = gbCommMarkStreamWork(c, stream);
     if (res == gbSuccess) res = marked;
     if (res != gbSuccess) gbCommFail(c, res);
   }
   if (res != gbSuccess) return res;
-  GB_TRACE(GB_LOG_COLL, "collective #%llu enqueued: %zu elements in %zu chunks, policy %d",
-           (unsigned long long)c->seq, in->count, plan.nchunks, plan.policy);
+  GB_TRACE(GB_LOG_COLL, "collective #%llu (%s) enqueued: %zu elements in %zu chunks, policy %d",
+           (unsigned long long)c->seq, gbPlanCollName(in->coll), in->count, plan.nchunks, plan.policy);
   return gbSuccess;
 }
 
@@ -157,17 +209,32 @@ static void planInput(gbComm_t c, gbPlanInput_t* in, gbColl_t coll, size_t count
   in->coll = coll;
   in->dtype = dt;
   in->count = count;
-  in->policy = c->policy;
+  in->policy = c->settings.policy;
   in->chunkBytes = (size_t)c->settings.chunkBytes;
+  in->rails = c->nrails;
   in->topo = &c->topo;
+  in->thresholds = &c->thresholds;
 }
 
 gbResult_t gbCommEnqueueAllReduce(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
                                   gbRedOp_t op, void* stream) {
   gbPlanInput_t in;
+  gbCommOps_t ops;
+  GB_CHECK(gbCommResolveOp(c, op, dt, &ops));
   planInput(c, &in, GB_COLL_ALLREDUCE, count, dt);
   in.op = op;
-  return enqueue(c, &in, send, recv, stream);
+  return enqueue(c, &in, &ops, send, recv, stream);
+}
+
+gbResult_t gbCommEnqueueReduce(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
+                               gbRedOp_t op, int root, void* stream) {
+  gbPlanInput_t in;
+  gbCommOps_t ops;
+  GB_CHECK(gbCommResolveOp(c, op, dt, &ops));
+  planInput(c, &in, GB_COLL_REDUCE, count, dt);
+  in.op = op;
+  in.root = root;
+  return enqueue(c, &in, &ops, send, recv, stream);
 }
 
 gbResult_t gbCommEnqueueBroadcast(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt, int root,
@@ -175,5 +242,5 @@ gbResult_t gbCommEnqueueBroadcast(gbComm_t c, const void* send, void* recv, size
   gbPlanInput_t in;
   planInput(c, &in, GB_COLL_BROADCAST, count, dt);
   in.root = root;
-  return enqueue(c, &in, send, recv, stream);
+  return enqueue(c, &in, NULL, send, recv, stream);
 }

@@ -85,7 +85,7 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   p->gpuIndex = -1;
   if (c->dev->identify)
     c->dev->identify(p->gpuUuid, sizeof(p->gpuUuid), p->gpuPci, sizeof(p->gpuPci), &p->gpuIndex);
-  gbCommSettingsResolve(config, &p->settings, &c->blocking, p->problems, sizeof(p->problems));
+  gbCommSettingsResolve(config, &p->settings, &c->blocking, &c->thresholds, p->problems, sizeof(p->problems));
   splitLabel(p);
   gbSockAddr_t addr;
   GB_CHECK(listenAddress(c, &addr, p->problems, sizeof(p->problems)));
@@ -142,6 +142,41 @@ static gbResult_t stagingSetup(gbComm_t c) {
   return gbSuccess;
 }
 
+/* split-rail's links: rail i joins the ranks with island index i, islands
+ * in leader order, over the world group's connections. */
+static gbResult_t railsSetup(gbComm_t c) {
+  const gbTopo_t* t = &c->topo;
+  c->nrails = gbPlanRails(t, c->settings.rails);
+  c->myRail = t->islandIndex < c->nrails ? t->islandIndex : -1;
+  c->rails = calloc((size_t)c->nrails, sizeof(gbCommGroup_t));
+  if (!c->rails) return gbErrorSet(gbSystemError, "out of memory for %d rails", c->nrails);
+  for (int i = 0; i < c->nrails; i++) {
+    gbCommGroup_t* g = &c->rails[i];
+    snprintf(g->name, sizeof(g->name), "rail %d", i);
+    g->ranks = malloc(sizeof(int) * (size_t)t->nislands);
+    g->conns = calloc((size_t)t->nislands, sizeof(gbNetConn_t*));
+    if (!g->ranks || !g->conns) return gbErrorSet(gbSystemError, "out of memory for rail %d", i);
+    g->borrowed = 1;
+    int me = -1;
+    for (int j = 0; j < t->nislands; j++) {
+      g->ranks[j] = t->members[j][i];
+      if (g->ranks[j] == c->rank) me = j;
+      else g->conns[j] = c->world.conns[g->ranks[j]];
+    }
+    g->active = 1;
+    g->algo = c->world.algo;
+    g->algo.n = t->nislands;
+    g->algo.me = me < 0 ? 0 : me; /* ranks off this rail never use it */
+    g->algo.conns = g->conns;
+    g->algo.ranks = g->ranks;
+    g->algo.name = g->name;
+    g->algo.scratch = NULL;
+    g->algo.scratchBytes = 0;
+    g->algo.bytesSent = 0;
+  }
+  return gbSuccess;
+}
+
 static void onIslandError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
 static void onProxyError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
 static void onProxyIdle(void* ctx) {
@@ -186,6 +221,11 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   c->rank = rank;
   c->nranks = nranks;
   c->id = *id;
+  c->localRank = localRank;
+  if (config) {
+    memcpy(&c->config, config, config->size < sizeof(gbConfig_t) ? config->size : sizeof(gbConfig_t));
+    c->hasConfig = 1;
+  }
   char deviceProblem[256] = "";
   if (gbDeviceGet(&c->dev) != gbSuccess) {
     /* Still join the rendezvous, so every rank fails with this text. */
@@ -241,25 +281,24 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
     GB_CHECK_GOTO(gbIslandRcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   else
     GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
-  int stages = 0;
-  if (c->policy == gbPolicyHierarchical && t->isLeader) {
+  /* The world group serves flat steps, the call check and gbCommSplit; the
+   * bridge joins the leaders; rails reuse the world's connections. */
+  int* all = malloc(sizeof(int) * (size_t)nranks);
+  if (!all) {
+    res = gbErrorSet(gbSystemError, "out of memory for the world group of %d ranks", nranks);
+    goto done;
+  }
+  for (int r = 0; r < nranks; r++) all[r] = r;
+  res = groupSetup(c, &c->world, GB_TAG_WORLD, "world", all, nranks, probes);
+  free(all);
+  if (res != gbSuccess) goto done;
+  if (t->nislands > 1 && t->isLeader)
     GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,
                   done);
-    stages = 1;
-  }
-  if (c->policy == gbPolicyFlat) {
-    int* all = malloc(sizeof(int) * (size_t)nranks);
-    if (!all) {
-      res = gbErrorSet(gbSystemError, "out of memory for the world group of %d ranks", nranks);
-      goto done;
-    }
-    for (int r = 0; r < nranks; r++) all[r] = r;
-    res = groupSetup(c, &c->world, GB_TAG_WORLD, "world", all, nranks, probes);
-    free(all);
-    if (res != gbSuccess) goto done;
-    stages = 1;
-  }
-  if (stages) GB_CHECK_GOTO(stagingSetup(c), res, done);
+  if (t->nislands > 1) GB_CHECK_GOTO(railsSetup(c), res, done);
+  GB_CHECK_GOTO(stagingSetup(c), res, done);
+  GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
+  memset(c->checked, 0, sizeof(gbFlag_t));
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamDone, sizeof(gbFlag_t)), res, done);
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   static const char zeros[64];

@@ -31,8 +31,13 @@ void gbCommFail(gbComm_t c, gbResult_t res) {
   pthread_mutex_unlock(&c->errorLock);
 }
 
+static void logTraffic(const gbCommGroup_t* g) {
+  if (g->active)
+    GB_INFO(GB_LOG_NET, "traffic: %s sent %llu bytes", g->name, (unsigned long long)g->algo.bytesSent);
+}
+
 static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
-  if (g->conns)
+  if (g->conns && !g->borrowed)
     for (int k = 0; k < g->algo.n; k++)
       if (g->conns[k]) c->net->close(g->conns[k]);
   gbAlgoGroupFree(&g->algo);
@@ -69,7 +74,13 @@ void gbCommFree(gbComm_t c) {
     c->magic = GB_COMM_DEAD;
     return;
   }
+  logTraffic(&c->world);
+  logTraffic(&c->bridge);
+  logTraffic(&c->island);
+  for (int i = 0; i < c->nrails; i++) logTraffic(&c->rails[i]);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
+  for (int i = 0; i < c->nrails; i++) freeGroup(c, &c->rails[i]);
+  free(c->rails);
   freeGroup(c, &c->island);
   freeGroup(c, &c->bridge);
   freeGroup(c, &c->world);
@@ -79,6 +90,16 @@ void gbCommFree(gbComm_t c) {
     if (c->staging.staged) c->dev->hostFree(c->staging.staged);
     if (c->streamDone) c->dev->hostFree(c->streamDone);
     if (c->scratchDev) c->dev->memFree(c->scratchDev);
+    if (c->checked) c->dev->hostFree(c->checked);
+    for (int k = 0; k < GB_COMM_MAX_REDOPS; k++)
+      if (c->redops[k].hostCell) c->dev->hostFree(c->redops[k].hostCell);
+    while (c->bulk) {
+      gbBulk_t* older = c->bulk->older;
+      c->dev->hostFree(c->bulk->base);
+      c->dev->hostFree(c->bulk->flags);
+      free(c->bulk);
+      c->bulk = older;
+    }
   }
   free(c->staging.uses);
   gbTopoFree(&c->topo);

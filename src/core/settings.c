@@ -5,6 +5,7 @@
 
 #include "base/param.h"
 #include "base/result.h"
+#include "plan/thresholds.h"
 
 static void note(char* buf, size_t len, const char* text) {
   size_t used = strlen(buf);
@@ -27,7 +28,22 @@ gbResult_t gbCommConfigCheck(const gbConfig_t* c) {
 #define HAS(c, field) ((c) && (c)->size >= offsetof(gbConfig_t, field) + sizeof((c)->field) && \
                        (c)->field != GB_CONFIG_UNDEF_INT)
 
-void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, char* problems, size_t len) {
+/* Policy tuned needs a thresholds file every rank reads alike. */
+static void loadThresholds(gbSettings_t* s, gbThresholds_t* t, char* problems, size_t len) {
+  memset(t, 0, sizeof(*t));
+  if (s->policy != gbPolicyTuned) return;
+  const char* path = gbParamString(GB_PARAM_THRESHOLDS);
+  if (!*path) {
+    note(problems, len, "policy tuned needs GPUBRIDGE_THRESHOLDS (a file gpubridge-perf --tune writes)");
+    return;
+  }
+  uint64_t hash = 0;
+  if (gbPlanThresholdsLoad(path, t, &hash) != gbSuccess) note(problems, len, gbErrorLast());
+  s->thresholdsHash = hash;
+}
+
+void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, gbThresholds_t* thresholds,
+                           char* problems, size_t len) {
   char text[256];
   memset(s, 0, sizeof(*s));
   problems[0] = '\0';
@@ -49,6 +65,8 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
   s->chunkBytes = gbParamInt(GB_PARAM_CHUNK_BYTES);
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
+  s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);
+  s->rails = (int32_t)gbParamInt(GB_PARAM_RAILS);
   *blocking = 1;
 
   if (HAS(c, blocking)) {
@@ -75,4 +93,5 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
     if (c->chunkBytes >= 4096) s->chunkBytes = c->chunkBytes;
     else snprintf(text, sizeof(text), "config.chunkBytes=%d is below 4096", c->chunkBytes), note(problems, len, text);
   }
+  loadThresholds(s, thresholds, problems, len);
 }

@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include "boot/probe.h"
 #include "gpubridge/gpubridge.h"
+#include "plan/thresholds.h"
 
-/* problems receives "; "-separated texts ("" when all is valid). */
-void gbCommSettingsResolve(const gbConfig_t* config, gbSettings_t* out, int* blocking, char* problems,
-                           size_t problemsLen);
+/* problems receives "; "-separated texts ("" when all is valid). Policy
+ * tuned also reads the thresholds file into *thresholds. */
+void gbCommSettingsResolve(const gbConfig_t* config, gbSettings_t* out, int* blocking, gbThresholds_t* thresholds,
+                           char* problems, size_t problemsLen);
 
 /* Checks the config header: gbInvalidArgument when it is not a gbConfig_t. */
 gbResult_t gbCommConfigCheck(const gbConfig_t* config);

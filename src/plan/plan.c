@@ -5,8 +5,42 @@
 #include "base/dtype.h"
 #include "base/result.h"
 
+static const char* const collNames[GB_NUM_COLLS] = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                                    "reduce_scatter", "alltoall", "sendrecv"};
+
+int gbPlanCollByName(const char* name) {
+  for (int k = 0; k < GB_NUM_COLLS; k++)
+    if (strcmp(name, collNames[k]) == 0) return k;
+  return -1;
+}
+
+const char* gbPlanCollName(int coll) { return coll >= 0 && coll < GB_NUM_COLLS ? collNames[coll] : "?"; }
+
 int gbPlanResolvePolicy(int policy, const gbTopo_t* topo) {
-  if (policy == gbPolicyAuto) return topo->nislands == 1 ? gbPolicyNative : gbPolicyHierarchical;
+  if (policy == gbPolicyAuto || policy == gbPolicyTuned)
+    return topo->nislands == 1 ? gbPolicyNative : gbPolicyHierarchical;
+  return policy;
+}
+
+int gbPlanRails(const gbTopo_t* t, int cap) {
+  int k = t->islandSize[0];
+  for (int i = 1; i < t->nislands; i++)
+    if (t->islandSize[i] < k) k = t->islandSize[i];
+  if (cap > 0 && k > cap) k = cap;
+  return k < 1 ? 1 : k;
+}
+
+int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes) {
+  int policy = in->policy;
+  if (policy == gbPolicyTuned && in->thresholds) {
+    int tuned = gbPlanThresholdsLookup(in->thresholds, in->coll, bytes);
+    policy = tuned >= 0 ? tuned : gbPolicyAuto;
+  }
+  policy = gbPlanResolvePolicy(policy, in->topo);
+  if (policy == gbPolicyNative && in->topo->nislands > 1) policy = gbPolicyHierarchical; /* a stale rule */
+  if (policy == gbPolicySplitRail && in->coll != GB_COLL_ALLREDUCE) policy = gbPolicyHierarchical;
+  if (policy == gbPolicyHierarchical && in->coll != GB_COLL_ALLREDUCE && in->coll != GB_COLL_BROADCAST)
+    policy = gbPolicyFlat;
   return policy;
 }
 
@@ -20,6 +54,15 @@ static void planAllReduce(const gbPlanInput_t* in, gbPlan_t* p) {
   } else if (p->policy == gbPolicyFlat) {
     p->stageOut = p->stageIn = 1;
     p->host = GB_HOST_WORLD;
+  } else if (p->policy == gbPolicySplitRail) {
+    p->rails = gbPlanRails(t, in->rails);
+    p->myRail = t->islandIndex < p->rails ? t->islandIndex : -1;
+    p->before = GB_ISLAND_REDUCE;
+    p->after = GB_ISLAND_BCAST;
+    if (p->myRail >= 0) {
+      p->stageOut = p->stageIn = 1;
+      p->host = GB_HOST_RAIL;
+    }
   } else { /* hierarchical */
     p->before = GB_ISLAND_REDUCE;
     p->after = GB_ISLAND_BCAST;
@@ -60,10 +103,28 @@ static void planBroadcast(const gbPlanInput_t* in, gbPlan_t* p) {
   }
 }
 
+/* Reduce: native in one island; otherwise as flat (docs/REDUCTION_ORDER.md). */
+static void planReduce(const gbPlanInput_t* in, gbPlan_t* p) {
+  const gbTopo_t* t = in->topo;
+  int avg = in->op == gbAvg;
+  p->hostOp = avg ? gbSum : in->op;
+  p->hostDivisor = avg ? t->nranks : 0;
+  if (p->policy == gbPolicyNative) {
+    p->before = GB_ISLAND_REDUCE;
+    p->beforeRoot = t->indexInIsland[in->root];
+  } else {
+    p->host = GB_HOST_WORLD;
+    p->hostRoot = in->root;
+    p->stageOut = 1;
+    p->stageIn = t->rank == in->root;
+  }
+}
+
 gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* p) {
   memset(p, 0, sizeof(*p));
-  p->policy = gbPlanResolvePolicy(in->policy, in->topo);
   size_t esize = gbDtypeSize(in->dtype);
+  p->policy = gbPlanCallPolicy(in, in->count * esize);
+  p->myRail = -1;
   if (p->policy == gbPolicyNative) {
     p->chunkCount = in->count;
     p->nchunks = in->count ? 1 : 0;
@@ -72,7 +133,11 @@ gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* p) {
     if (p->chunkCount == 0) p->chunkCount = 1;
     p->nchunks = (in->count + p->chunkCount - 1) / p->chunkCount;
   }
-  if (in->coll == GB_COLL_ALLREDUCE) planAllReduce(in, p);
-  else planBroadcast(in, p);
+  switch (in->coll) {
+    case GB_COLL_ALLREDUCE: planAllReduce(in, p); break;
+    case GB_COLL_BROADCAST: planBroadcast(in, p); break;
+    case GB_COLL_REDUCE: planReduce(in, p); break;
+    default: return gbErrorSet(gbInternalError, "plan: %s has no chunked plan", gbPlanCollName(in->coll));
+  }
   return gbSuccess;
 }

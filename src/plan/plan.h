@@ -9,8 +9,23 @@
 #include <stddef.h>
 #include "boot/topology.h"
 #include "gpubridge/gpubridge.h"
+#include "plan/thresholds.h"
 
-typedef enum { GB_COLL_ALLREDUCE, GB_COLL_BROADCAST } gbColl_t;
+typedef enum {
+  GB_COLL_ALLREDUCE,
+  GB_COLL_BROADCAST,
+  GB_COLL_REDUCE,
+  GB_COLL_ALLGATHER,
+  GB_COLL_REDUCESCATTER,
+  GB_COLL_ALLTOALL,
+  GB_COLL_SENDRECV,
+  GB_NUM_COLLS
+} gbColl_t;
+
+/* "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+ * "alltoall", "sendrecv" (gpubridge-perf's names); -1 / "?" otherwise. */
+int gbPlanCollByName(const char* name);
+const char* gbPlanCollName(int coll);
 
 typedef enum {
   GB_ISLAND_NONE,
@@ -19,21 +34,23 @@ typedef enum {
   GB_ISLAND_BCAST      /* from islandRoot (island-local index) */
 } gbIslandStep_t;
 
-typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD } gbHostGroup_t;
+typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL } gbHostGroup_t;
 
 typedef struct {
   gbColl_t coll;
   gbDataType_t dtype;
   gbRedOp_t op;
   size_t count;
-  int root;              /* broadcast: global rank */
-  int policy;            /* configured gbPolicy_t (auto allowed) */
+  int root;              /* broadcast, reduce: global rank */
+  int policy;            /* configured gbPolicy_t (auto and tuned allowed) */
   size_t chunkBytes;
+  int rails;             /* GPUBRIDGE_RAILS (0: no cap) */
   const gbTopo_t* topo;
+  const gbThresholds_t* thresholds; /* policy tuned */
 } gbPlanInput_t;
 
 typedef struct {
-  int policy;            /* resolved: hierarchical, native or flat */
+  int policy;            /* resolved: hierarchical, native, flat or split-rail */
   size_t chunkCount;     /* elements per chunk */
   size_t nchunks;
   /* This rank's steps, per chunk, in order: */
@@ -47,10 +64,23 @@ typedef struct {
   int stageIn;           /* copy the host step's result back */
   gbIslandStep_t after;  /* island step after staging in */
   int afterRoot;
+  /* split-rail: each chunk is cut into `rails` slices; slice i is reduced to
+   * island index i, crosses on rail i, and is broadcast from island index i.
+   * myRail is this rank's rail (its island index), or -1 without one. */
+  int rails;
+  int myRail;
 } gbPlan_t;
 
-/* The policy auto resolves to on this topology. */
+/* The policy auto resolves to on this topology for large messages. */
 int gbPlanResolvePolicy(int policy, const gbTopo_t* topo);
+
+/* The policy one call runs: auto and tuned resolved by size, and policies
+ * that do not apply to coll (split-rail beyond all-reduce; hierarchical
+ * beyond all-reduce and broadcast) replaced by the one that runs instead. */
+int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes);
+
+/* split-rail's number of rails on this topology (at least 1). */
+int gbPlanRails(const gbTopo_t* topo, int railsCap);
 
 gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* out);
 

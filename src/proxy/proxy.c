@@ -22,8 +22,51 @@ struct gbProxy {
   gbResult_t failed;
 };
 
+/* PreMulSum on a host step: scale this member's contributions first. */
+static void scaleInput(const gbProxyOp_t* op) {
+  if (!op->scale) return;
+  gbAlgoGroup_t* g = op->group;
+  if (op->kind == GB_PROXY_REDUCESCATTER) gbScaleBy(op->buf, op->count * (size_t)g->n, op->dtype, op->scale);
+  else gbScaleBy(op->buf, op->count, op->dtype, op->scale);
+}
+
+static gbResult_t runStep(const gbProxyOp_t* op) {
+  gbAlgoGroup_t* g = op->group;
+  size_t es = gbDtypeSize(op->dtype);
+  char* buf = op->buf;
+  scaleInput(op);
+  switch (op->kind) {
+    case GB_PROXY_ALLREDUCE:
+      return gbAlgoAllReduce(g, buf, buf, op->count, op->dtype, op->op, op->divisor);
+    case GB_PROXY_BCAST:
+      return gbAlgoBroadcast(g, buf, op->count * es, op->root);
+    case GB_PROXY_REDUCE:
+      return gbAlgoReduce(g, buf, buf, op->count, op->dtype, op->op, op->divisor, op->root);
+    case GB_PROXY_ALLGATHER:
+      return gbAlgoAllGather(g, buf + (size_t)g->me * op->count * es, buf, op->count * es);
+    case GB_PROXY_REDUCESCATTER:
+      return gbAlgoReduceScatter(g, buf, buf + (size_t)g->me * op->count * es, op->count, op->dtype, op->op,
+                                 op->divisor);
+    case GB_PROXY_ALLTOALL:
+      return gbAlgoAllToAll(g, buf, op->out, op->count * es);
+    case GB_PROXY_SENDRECV:
+      return gbAlgoSendRecv(g, op->p2p, op->np2p);
+    case GB_PROXY_CALL:
+      return op->fn(op->arg);
+  }
+  return gbErrorSet(gbInternalError, "proxy: unknown step kind %d", (int)op->kind);
+}
+
+static void freeOp(gbProxyOp_t* op) {
+  free(op->p2p);
+  op->p2p = NULL;
+  if (op->freeArg) op->freeArg(op->arg);
+  op->arg = NULL;
+}
+
 static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
-  gbResult_t res = gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec, p->cfg.abortFlag);
+  gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec, p->cfg.abortFlag)
+                             : gbSuccess;
   if (res != gbSuccess) {
     if (res == gbTimeout)
       return gbErrorSet(gbTimeout, "proxy: collective #%llu: this rank's stream did not reach the collective within "
@@ -33,9 +76,7 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
                         (unsigned long long)op->seq, p->cfg.timeoutSec);
     return res;
   }
-  if (op->kind == GB_PROXY_ALLREDUCE)
-    return gbAlgoAllReduce(op->group, op->buf, op->buf, op->count, op->dtype, op->op, op->divisor);
-  return gbAlgoBroadcast(op->group, op->buf, op->count * gbDtypeSize(op->dtype), op->root);
+  return runStep(op);
 }
 
 static void* proxyMain(void* arg) {
@@ -67,7 +108,8 @@ static void* proxyMain(void* arg) {
 
     gbResult_t res = failed != gbSuccess ? failed : runOp(p, &op);
     if (res != gbSuccess && failed == gbSuccess) p->cfg.onError(p->cfg.ctx, res);
-    gbFlagSetHost(op.done, op.doneValue, res == gbSuccess ? 0 : (int)res);
+    if (op.done) gbFlagSetHost(op.done, op.doneValue, res == gbSuccess ? 0 : (int)res);
+    freeOp(&op);
 
     pthread_mutex_lock(&p->lock);
     if (res != gbSuccess && p->failed == gbSuccess) p->failed = res;
@@ -155,6 +197,7 @@ void gbProxyDestroy(gbProxy_t* p) {
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->drained);
+  for (size_t i = 0; i < p->len; i++) freeOp(&p->ring[(p->head + i) % p->cap]);
   free(p->ring);
   free(p);
 }

@@ -11,7 +11,16 @@
 #include "base/clock.h"
 #include "device/device.h"
 
-typedef enum { GB_PROXY_ALLREDUCE, GB_PROXY_BCAST } gbProxyKind_t;
+typedef enum {
+  GB_PROXY_ALLREDUCE,
+  GB_PROXY_BCAST,
+  GB_PROXY_REDUCE,
+  GB_PROXY_ALLGATHER,     /* buf holds [n][count]; mine at buf + me*count */
+  GB_PROXY_REDUCESCATTER, /* buf holds [n][count]; my block is reduced in place */
+  GB_PROXY_ALLTOALL,      /* buf holds [n][count] to send, out [n][count] received */
+  GB_PROXY_SENDRECV,      /* p2p[np2p] (freed after the step) */
+  GB_PROXY_CALL           /* fn(arg) on the proxy thread, then freeArg(arg) */
+} gbProxyKind_t;
 
 typedef struct {
   gbProxyKind_t kind;
@@ -21,8 +30,15 @@ typedef struct {
   gbDataType_t dtype;
   gbRedOp_t op;
   int divisor;
-  int root;                  /* broadcast: index in group */
-  gbFlag_t* ready;           /* wait until ready->value >= readyValue */
+  int root;                  /* broadcast, reduce: index in group */
+  void* out;                 /* all-to-all's receive area */
+  const void* scale;         /* PreMulSum: scale every contribution by *scale first (NULL: none) */
+  gbAlgoP2p_t* p2p;
+  int np2p;
+  gbResult_t (*fn)(void* arg);
+  void (*freeArg)(void* arg);
+  void* arg;
+  gbFlag_t* ready;           /* wait until ready->value >= readyValue (NULL: run at once) */
   uint64_t readyValue;
   gbFlag_t* done;            /* then set done->value = doneValue */
   uint64_t doneValue;
@@ -40,7 +56,8 @@ typedef struct {
 } gbProxyConfig_t;
 
 gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out);
-/* Enqueues; never blocks on running work. */
+/* Enqueues; never blocks on running work. Takes p2p and arg: they are freed
+ * after the step (or at destroy when it never runs). */
 gbResult_t gbProxyPost(gbProxy_t* p, const gbProxyOp_t* op);
 /* Waits until every posted step ran (or failed). */
 gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline);

@@ -64,6 +64,19 @@ static void load(void) {
     }
   }
   if (!bindSym("ncclGetLastError", &api.ncclGetLastError)) api.ncclGetLastError = NULL;
+  /* PreMulSum (2.11+) is optional: without it island/vendor refuses only
+   * gbRedOpCreatePreMulSum, naming the missing symbol and the version. */
+  struct {
+    const char* name;
+    void* field;
+  } pms[] = {GB_VENDOR_PREMULSUM_SYMS(SYM)};
+  const char* missing = NULL;
+  for (size_t i = 0; i < sizeof(pms) / sizeof(pms[0]); i++)
+    if (!bindSym(pms[i].name, pms[i].field) && missing == NULL) missing = pms[i].name;
+  if (missing != NULL) {
+    api.ncclRedOpCreatePreMulSum = NULL;
+    api.ncclRedOpDestroy = NULL;
+  }
   gbVendorResult_t r = api.ncclGetVersion(&api.version);
   if (r != GB_VENDOR_SUCCESS) {
     fail(gbSystemError, "ncclGetVersion of %s failed with NCCL error %d", name, r);
@@ -77,6 +90,9 @@ static void load(void) {
     return;
   }
   GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "loaded NCCL %s (%s)", v, name);
+  if (missing != NULL)
+    GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s has no %s: PreMulSum ops need NCCL 2.11 or newer; every other "
+            "collective works", name, missing);
 }
 #undef SYM
 
@@ -94,6 +110,7 @@ static const gbVendorDesc_t nccl = {.opsName = "nccl",
                                     .callTag = "",
                                     .kind = "NVIDIA",
                                     .device = "cuda",
+                                    .libraryEnv = "GPUBRIDGE_NCCL_LIBRARY",
                                     .makeCurrent = gbDeviceCudaMakeCurrent,
                                     .load = loadOnce};
 

@@ -64,6 +64,19 @@ static void load(void) {
     }
   }
   if (!bindSym("ncclGetLastError", &api.ncclGetLastError)) api.ncclGetLastError = NULL;
+  /* PreMulSum (2.11+) is optional: without it island/vendor refuses only
+   * gbRedOpCreatePreMulSum, naming the missing symbol and the version. */
+  struct {
+    const char* name;
+    void* field;
+  } pms[] = {GB_VENDOR_PREMULSUM_SYMS(SYM)};
+  const char* missing = NULL;
+  for (size_t i = 0; i < sizeof(pms) / sizeof(pms[0]); i++)
+    if (!bindSym(pms[i].name, pms[i].field) && missing == NULL) missing = pms[i].name;
+  if (missing != NULL) {
+    api.ncclRedOpCreatePreMulSum = NULL;
+    api.ncclRedOpDestroy = NULL;
+  }
   dlerror();
   const char* marker = dlsym(api.handle, "gbEmulatedRccl");
   api.emulated = marker != NULL ? (marker[0] ? marker : "emulated RCCL") : NULL;
@@ -86,6 +99,9 @@ static void load(void) {
     GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "loaded emulated RCCL %s (%s: %s)", v, name, api.emulated);
   else
     GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "loaded RCCL %s (%s)", v, name);
+  if (missing != NULL)
+    GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s has no %s: PreMulSum ops need RCCL 2.11 or newer; every other "
+            "collective works", name, missing);
 }
 #undef SYM
 
@@ -103,6 +119,7 @@ static const gbVendorDesc_t rccl = {.opsName = "rccl",
                                     .callTag = "RCCL",
                                     .kind = "AMD",
                                     .device = "hip",
+                                    .libraryEnv = "GPUBRIDGE_RCCL_LIBRARY",
                                     .makeCurrent = gbDeviceHipMakeCurrent,
                                     .load = loadOnce};
 

@@ -3,7 +3,8 @@
  * are the library's calls on the caller's stream. gpubridge's data types and
  * reduction ops have NCCL's values (RCCL keeps them), so each call maps 1:1
  * (after a range check). The library comes loaded from its own translation
- * unit (desc->load); only names in messages differ between vendors.
+ * unit (desc->load); only names in messages differ between vendors. This
+ * file creates, fails and ends the island; coll.c makes the calls.
  *
  * Creation, collective over the island's host group (already connected):
  *  1. every member loads the library; member 0 (the leader) makes the
@@ -14,34 +15,17 @@
  *  3. the leader broadcasts the id's 128 bytes; ncclCommInitRank(size, id, me).
  * A failed island is aborted rather than destroyed (ncclCommAbort), and so is
  * one whose communicator was aborted (the group's abort flag). */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/dtype.h"
 #include "base/log.h"
 #include "base/result.h"
 #include "island/island.h"
 #include "island/vendor/vendor.h"
-
-typedef struct {
-  gbIsland_t island;
-  gbIslandOps_t ops; /* the shared ops under desc->opsName */
-  const gbVendorDesc_t* desc;
-  const gbVendorApi_t* api;
-  gbVendorComm_t comm;
-  gbAlgoGroup_t* group;
-  const gbDeviceOps* dev;
-  int onGpu; /* dev is desc->device: make its GPU current before library calls */
-  gbIslandErrorFn_t onError;
-  void* errCtx;
-  int failed; /* first failure (atomic): later calls fail instead of hanging peers */
-} vendorIsland_t;
-
-/* " (RCCL)" after an nccl* call name when the library is not NCCL: three %s. */
-#define TAG(vi) (vi)->desc->callTag[0] ? " (" : "", (vi)->desc->callTag, (vi)->desc->callTag[0] ? ")" : ""
 
 void gbIslandVendorVersionText(int code, char* buf, size_t len) {
   if (code >= 20900)
@@ -60,146 +44,131 @@ static gbResult_t translate(gbVendorResult_t r) {
     case GB_VENDOR_INVALID_USAGE: return gbInvalidUsage;
     case GB_VENDOR_REMOTE_ERROR: return gbRemoteError;
     case GB_VENDOR_IN_PROGRESS: return gbInProgress;
+    case GB_VENDOR_TIMEOUT: return gbTimeout;
     default: return gbInternalError; /* a code newer than this table */
   }
 }
 
-/* Records a failed library call: the gbResult_t matching r, with the call
- * (printf format), the library's error string and its last-error text. */
-static gbResult_t callFailed(const vendorIsland_t* vi, gbVendorComm_t comm, gbVendorResult_t r, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static gbResult_t callFailed(const vendorIsland_t* vi, gbVendorComm_t comm, gbVendorResult_t r, const char* fmt,
-                             ...) {
+/* What to do about r, after the library's own text. */
+static void advise(const gbVendorIsland_t* vi, gbVendorResult_t r, int fatal, char* buf, size_t len) {
+  const char* label = vi->desc->label;
+  int n;
+  switch (r) {
+    case GB_VENDOR_INVALID_ARGUMENT:
+    case GB_VENDOR_INVALID_USAGE:
+      n = snprintf(buf, len, "; NCCL_DEBUG=WARN shows what %s refused", label);
+      break;
+    case GB_VENDOR_REMOTE_ERROR:
+      n = snprintf(buf, len, "; another member of the island failed or left: its log says why");
+      break;
+    default:
+      n = snprintf(buf, len, "; NCCL_DEBUG=WARN shows %s's own account", label);
+      break;
+  }
+  if (fatal && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, "; this island fails every later call: destroy the communicator and "
+             "create a new one");
+}
+
+static gbResult_t callFailedV(const gbVendorIsland_t* vi, gbVendorComm_t comm, gbVendorResult_t r, int fatal,
+                              const char* fmt, va_list ap) {
   char what[512];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
-  va_end(ap);
   const gbVendorApi_t* a = vi->api;
   const char* label = vi->desc->label;
   const char* text = a && a->ncclGetErrorString ? a->ncclGetErrorString(r) : NULL;
   const char* last = a && a->ncclGetLastError ? a->ncclGetLastError(comm) : NULL;
-  char hint[64] = "";
-  if (r == GB_VENDOR_UNHANDLED_CUDA_ERROR || r == GB_VENDOR_SYSTEM_ERROR)
-    snprintf(hint, sizeof(hint), "; NCCL_DEBUG=WARN shows %s's own account", label);
+  char hint[192];
+  advise(vi, r, fatal, hint, sizeof(hint));
   char emulated[32] = "";
   if (a && a->emulated) snprintf(emulated, sizeof(emulated), " [emulated %s]", label);
   return gbErrorSet(translate(r), "%s failed: %s error %d (%s)%s%s%s%s", what, label, r, text ? text : "unknown",
                     last && last[0] ? ": " : "", last && last[0] ? last : "", hint, emulated);
 }
 
-static const char* groupName(const vendorIsland_t* vi) { return vi->group->name ? vi->group->name : "island"; }
+gbResult_t gbIslandVendorCallFailed(const gbVendorIsland_t* vi, gbVendorComm_t comm, gbVendorResult_t r,
+                                    const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gbResult_t res = callFailedV(vi, comm, r, 0, fmt, ap);
+  va_end(ap);
+  return res;
+}
 
-static void markFailed(vendorIsland_t* vi, gbResult_t res) {
+gbResult_t gbIslandVendorCallFatal(gbVendorIsland_t* vi, gbVendorResult_t r, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  gbResult_t res = callFailedV(vi, vi->comm, r, 1, fmt, ap);
+  va_end(ap);
+  gbIslandVendorMarkFailed(vi, res);
+  return res;
+}
+
+const char* gbIslandVendorGroupName(const gbVendorIsland_t* vi) {
+  return vi->group->name ? vi->group->name : "island";
+}
+
+void gbIslandVendorMarkFailed(gbVendorIsland_t* vi, gbResult_t res) {
   int none = gbSuccess;
   __atomic_compare_exchange_n(&vi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
-static gbResult_t makeCurrent(const vendorIsland_t* vi) { return vi->onGpu ? vi->desc->makeCurrent() : gbSuccess; }
+gbResult_t gbIslandVendorMakeCurrent(const gbVendorIsland_t* vi) {
+  return vi->onGpu ? vi->desc->makeCurrent() : gbSuccess;
+}
 
-/* Before each call: the GPU current on this thread, and no earlier failure,
- * ours or the library's asynchronous one (a peer gone, a network error). */
-static gbResult_t ready(vendorIsland_t* vi, const char* what) {
+gbResult_t gbIslandVendorReady(gbVendorIsland_t* vi, const char* what) {
+  const char* name = gbIslandVendorGroupName(vi);
   int earlier = __atomic_load_n(&vi->failed, __ATOMIC_ACQUIRE);
   if (earlier != gbSuccess)
     return gbErrorSet((gbResult_t)earlier,
                       "%s %s skipped: an earlier %s call on this island failed (%s); destroy the "
                       "communicator and create a new one",
-                      groupName(vi), what, vi->desc->label, gbResultString((gbResult_t)earlier));
-  GB_CHECK(makeCurrent(vi));
+                      name, what, vi->desc->label, gbResultString((gbResult_t)earlier));
+  if (vi->comm == NULL)
+    return gbErrorSet(gbInvalidUsage, "%s %s: the %s communicator was aborted; destroy the communicator and "
+                      "create a new one", name, what, vi->desc->label);
+  GB_CHECK(gbIslandVendorMakeCurrent(vi));
   gbVendorResult_t async = GB_VENDOR_SUCCESS;
   gbVendorResult_t r = vi->api->ncclCommGetAsyncError(vi->comm, &async);
-  if (r != GB_VENDOR_SUCCESS) {
-    gbResult_t res = callFailed(vi, vi->comm, r, "%s: ncclCommGetAsyncError", groupName(vi));
-    markFailed(vi, res);
-    return res;
-  }
+  if (r != GB_VENDOR_SUCCESS)
+    return gbIslandVendorCallFatal(vi, r, "%s: ncclCommGetAsyncError%s%s%s", name, GB_VENDOR_TAG(vi));
   if (async != GB_VENDOR_SUCCESS && async != GB_VENDOR_IN_PROGRESS) {
-    gbResult_t res = callFailed(vi, vi->comm, async, "%s: an earlier %s collective (asynchronous error)",
-                                groupName(vi), vi->desc->label);
-    markFailed(vi, res);
+    gbResult_t res = gbIslandVendorCallFatal(vi, async, "%s: an earlier %s collective (asynchronous error)", name,
+                                             vi->desc->label);
     if (vi->onError) vi->onError(vi->errCtx, res);
     return res;
   }
   return gbSuccess;
 }
 
-static gbResult_t checkArgs(const vendorIsland_t* vi, const char* what, gbDataType_t dt, gbRedOp_t op, int useOp,
-                            int root, int useRoot) {
-  if ((int)dt < 0 || dt >= gbNumTypes || gbDtypeSize(dt) == 0)
-    return gbErrorSet(gbInvalidArgument, "%s %s: unknown data type %d; use a gbDataType_t", groupName(vi), what,
-                      (int)dt);
-  if (useOp && ((int)op < 0 || op >= gbNumOps))
-    return gbErrorSet(gbInvalidArgument, "%s %s: unknown reduction op %d; use a gbRedOp_t", groupName(vi), what,
-                      (int)op);
-  if (useRoot && (root < 0 || root >= vi->island.size))
-    return gbErrorSet(gbInvalidArgument, "%s %s: root %d is not an island member (0..%d)", groupName(vi), what,
-                      root, vi->island.size - 1);
-  return gbSuccess;
-}
-
-/* gbDataType_t and gbRedOp_t values equal NCCL's (checked above for range). */
-static gbVendorDataType_t vendorType(gbDataType_t dt) { return (gbVendorDataType_t)dt; }
-static gbVendorRedOp_t vendorOp(gbRedOp_t op) { return (gbVendorRedOp_t)op; }
-
-static gbResult_t done(vendorIsland_t* vi, gbVendorResult_t r, const char* call, size_t count, gbDataType_t dt,
-                       void* stream) {
-  if (r == GB_VENDOR_SUCCESS) return gbSuccess;
-  gbResult_t res = callFailed(vi, vi->comm, r, "%s %s%s%s%s of %zu x %s on stream %p", groupName(vi), call, TAG(vi),
-                              count, gbDtypeName(dt), stream);
-  markFailed(vi, res);
-  return res;
-}
-
-static gbResult_t allReduce(gbIsland_t* is, const void* send, void* recv, size_t count, gbDataType_t dt,
-                            gbRedOp_t op, void* stream) {
-  vendorIsland_t* vi = is->impl;
-  if (count == 0) return gbSuccess;
-  GB_CHECK(checkArgs(vi, "all-reduce", dt, op, 1, 0, 0));
-  GB_CHECK(ready(vi, "all-reduce"));
-  gbVendorResult_t r = vi->api->ncclAllReduce(send, recv, count, vendorType(dt), vendorOp(op), vi->comm, stream);
-  return done(vi, r, "ncclAllReduce", count, dt, stream);
-}
-
-static gbResult_t reduce(gbIsland_t* is, const void* send, void* recv, size_t count, gbDataType_t dt,
-                         gbRedOp_t op, int root, void* stream) {
-  vendorIsland_t* vi = is->impl;
-  if (count == 0) return gbSuccess;
-  GB_CHECK(checkArgs(vi, "reduce", dt, op, 1, root, 1));
-  GB_CHECK(ready(vi, "reduce"));
-  gbVendorResult_t r = vi->api->ncclReduce(send, recv, count, vendorType(dt), vendorOp(op), root, vi->comm, stream);
-  return done(vi, r, "ncclReduce", count, dt, stream);
-}
-
-static gbResult_t broadcast(gbIsland_t* is, const void* send, void* recv, size_t count, gbDataType_t dt,
-                            int root, void* stream) {
-  vendorIsland_t* vi = is->impl;
-  if (count == 0) return gbSuccess;
-  GB_CHECK(checkArgs(vi, "broadcast", dt, gbSum, 0, root, 1));
-  GB_CHECK(ready(vi, "broadcast"));
-  gbVendorResult_t r = vi->api->ncclBroadcast(send, recv, count, vendorType(dt), root, vi->comm, stream);
-  return done(vi, r, "ncclBroadcast", count, dt, stream);
-}
-
 /* Abort ends kernels that wait for a dead peer (nothing else would); destroy
  * flushes and waits, which is right only for a healthy island. */
 static void abortIsland(gbIsland_t* is) {
-  vendorIsland_t* vi = is->impl;
+  gbVendorIsland_t* vi = is->impl;
   if (vi->comm == NULL) return;
-  (void)makeCurrent(vi);
+  const char* name = gbIslandVendorGroupName(vi);
+  (void)gbIslandVendorMakeCurrent(vi);
   gbVendorResult_t r = vi->api->ncclCommAbort(vi->comm);
   if (r != GB_VENDOR_SUCCESS)
-    (void)callFailed(vi, vi->comm, r, "%s: ncclCommAbort%s%s%s", groupName(vi), TAG(vi));
+    (void)gbIslandVendorCallFailed(vi, vi->comm, r, "%s: ncclCommAbort%s%s%s", name, GB_VENDOR_TAG(vi));
   else
-    GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator aborted", groupName(vi), vi->desc->label);
+    GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator aborted", name, vi->desc->label);
   vi->comm = NULL;
+}
+
+static void freeIsland(gbVendorIsland_t* vi) {
+  gbIslandVendorUserOpsFree(vi);
+  pthread_mutex_destroy(&vi->userOpsLock);
+  free(vi);
 }
 
 static void destroy(gbIsland_t* is) {
   if (is == NULL) return;
-  vendorIsland_t* vi = is->impl;
+  gbVendorIsland_t* vi = is->impl;
+  const char* name = gbIslandVendorGroupName(vi);
   if (vi->comm != NULL) {
-    (void)makeCurrent(vi);
+    (void)gbIslandVendorMakeCurrent(vi);
     int aborted = __atomic_load_n(&vi->failed, __ATOMIC_ACQUIRE) != gbSuccess ||
                   (vi->group->abortFlag && __atomic_load_n(vi->group->abortFlag, __ATOMIC_ACQUIRE));
     gbVendorResult_t async = GB_VENDOR_SUCCESS;
@@ -211,25 +180,27 @@ static void destroy(gbIsland_t* is) {
     } else {
       gbVendorResult_t r = vi->api->ncclCommDestroy(vi->comm);
       if (r != GB_VENDOR_SUCCESS)
-        (void)callFailed(vi, vi->comm, r, "%s: ncclCommDestroy%s%s%s", groupName(vi), TAG(vi));
+        (void)gbIslandVendorCallFailed(vi, vi->comm, r, "%s: ncclCommDestroy%s%s%s", name, GB_VENDOR_TAG(vi));
       else
-        GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator destroyed", groupName(vi), vi->desc->label);
+        GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s: %s communicator destroyed", name, vi->desc->label);
     }
   }
-  free(vi);
+  freeIsland(vi);
 }
 
 /* Steps 1-3 of the file comment; on success vi->comm is set. */
-static gbResult_t join(vendorIsland_t* vi) {
+static gbResult_t join(gbVendorIsland_t* vi) {
   gbAlgoGroup_t* g = vi->group;
   const char* label = vi->desc->label;
+  const char* name = gbIslandVendorGroupName(vi);
   gbVendorUniqueId_t id;
   memset(&id, 0, sizeof(id));
   gbResult_t mine = vi->desc->load(&vi->api);
-  if (mine == gbSuccess) mine = makeCurrent(vi);
+  if (mine == gbSuccess) mine = gbIslandVendorMakeCurrent(vi);
   if (mine == gbSuccess && g->me == 0) {
     gbVendorResult_t r = vi->api->ncclGetUniqueId(&id);
-    if (r != GB_VENDOR_SUCCESS) mine = callFailed(vi, NULL, r, "%s: ncclGetUniqueId%s%s%s", groupName(vi), TAG(vi));
+    if (r != GB_VENDOR_SUCCESS)
+      mine = gbIslandVendorCallFailed(vi, NULL, r, "%s: ncclGetUniqueId%s%s%s", name, GB_VENDOR_TAG(vi));
   }
   int32_t okAll = mine == gbSuccess ? 1 : 0;
   GB_CHECK(gbAlgoAllReduce(g, &okAll, &okAll, 1, gbInt32, gbMin, 0));
@@ -238,13 +209,14 @@ static gbResult_t join(vendorIsland_t* vi) {
     return gbErrorSet(gbRemoteError,
                       "%s: another member could not load %s or make the %s id (its log says why); "
                       "every rank of an %s island needs %s 2.10 or newer",
-                      groupName(vi), label, label, vi->desc->kind, label);
+                      name, label, label, vi->desc->kind, label);
   GB_CHECK(gbAlgoBroadcast(g, &id, sizeof(id), 0));
   gbVendorComm_t comm = NULL;
   gbVendorResult_t r = vi->api->ncclCommInitRank(&comm, g->n, id, g->me);
   if (r != GB_VENDOR_SUCCESS)
-    return callFailed(vi, NULL, r, "%s: ncclCommInitRank (%s%smember %d of %d, leader rank %d)", groupName(vi),
-                      vi->desc->callTag, vi->desc->callTag[0] ? "; " : "", g->me, g->n, g->ranks ? g->ranks[0] : 0);
+    return gbIslandVendorCallFailed(vi, NULL, r, "%s: ncclCommInitRank (%s%smember %d of %d, leader rank %d)", name,
+                                    vi->desc->callTag, vi->desc->callTag[0] ? "; " : "", g->me, g->n,
+                                    g->ranks ? g->ranks[0] : 0);
   vi->comm = comm;
   return gbSuccess;
 }
@@ -253,19 +225,22 @@ static gbResult_t join(vendorIsland_t* vi) {
  * default); that happens on the calling thread and cannot be aborted. One
  * small all-reduce here moves it into init, so a later collective only
  * enqueues, and a peer stopped afterwards leaves gbCommAbort able to end the
- * wait. */
-static gbResult_t connectNow(vendorIsland_t* vi) {
+ * wait. (Send/receive connections are made per peer pair at the first
+ * group that uses the pair; connecting every pair here would cost every
+ * rank n-1 connections that most jobs never use.) */
+static gbResult_t connectNow(gbVendorIsland_t* vi) {
   const gbDeviceOps* dev = vi->dev;
   void* buf = NULL;
   void* stream = NULL;
   GB_CHECK(dev->memAlloc(&buf, 64));
   gbResult_t res = dev->streamCreate(&stream);
   if (res == gbSuccess) {
-    (void)makeCurrent(vi);
+    (void)gbIslandVendorMakeCurrent(vi);
     gbVendorResult_t r = vi->api->ncclAllReduce(buf, buf, 1, 2 /* int32 */, 0 /* sum */, vi->comm, stream);
-    res = r == GB_VENDOR_SUCCESS ? dev->streamSynchronize(stream)
-                                 : callFailed(vi, vi->comm, r, "%s: first ncclAllReduce, connecting the island%s%s%s",
-                                              groupName(vi), TAG(vi));
+    res = r == GB_VENDOR_SUCCESS
+              ? dev->streamSynchronize(stream)
+              : gbIslandVendorCallFailed(vi, vi->comm, r, "%s: first ncclAllReduce, connecting the island%s%s%s",
+                                         gbIslandVendorGroupName(vi), GB_VENDOR_TAG(vi));
     (void)dev->streamDestroy(stream);
   }
   (void)dev->memFree(buf);
@@ -284,8 +259,14 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   if (dev->runKind != gbRunReal)
     return gbErrorSet(gbInternalError, "%s island create on %s: device %s is not a real GPU", label,
                       group->name ? group->name : "?", dev->name);
-  vendorIsland_t* vi = calloc(1, sizeof(*vi));
+  gbVendorIsland_t* vi = calloc(1, sizeof(*vi));
   if (vi == NULL) return gbErrorSet(gbSystemError, "%s island create: out of memory", label);
+  int err = pthread_mutex_init(&vi->userOpsLock, NULL);
+  if (err != 0) {
+    free(vi);
+    return gbErrorSet(gbSystemError, "%s island create on %s: pthread_mutex_init failed: %s", label,
+                      group->name ? group->name : "?", strerror(err));
+  }
   vi->desc = desc;
   vi->group = group;
   vi->dev = dev;
@@ -293,9 +274,8 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   vi->onError = onError;
   vi->errCtx = ctx;
   vi->failed = gbSuccess;
-  vi->ops = (gbIslandOps_t){
-      .name = desc->opsName, .allReduce = allReduce, .reduce = reduce, .broadcast = broadcast, .abort = abortIsland,
-      .destroy = destroy};
+  vi->ops = (gbIslandOps_t){.name = desc->opsName, .abort = abortIsland, .destroy = destroy};
+  gbIslandVendorCollOps(&vi->ops);
   vi->island.ops = &vi->ops;
   vi->island.size = group->n;
   vi->island.index = group->me;
@@ -304,12 +284,14 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   if (res == gbSuccess) res = connectNow(vi);
   if (res != gbSuccess) {
     if (vi->comm != NULL) (void)vi->api->ncclCommAbort(vi->comm);
-    free(vi);
+    freeIsland(vi);
     return res;
   }
-  GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s island on %s: member %d of %d, %s %d (%s)%s%s", label, groupName(vi),
-          group->me, group->n, label, vi->api->version, vi->api->name, vi->api->emulated ? ", emulated " : "",
-          vi->api->emulated ? desc->kind : "");
+  const gbVendorApi_t* a = vi->api;
+  GB_INFO(GB_LOG_INIT | GB_LOG_COLL, "%s island on %s: member %d of %d, %s %d (%s)%s%s%s", label,
+          gbIslandVendorGroupName(vi), group->me, group->n, label, a->version, a->name,
+          a->ncclRedOpCreatePreMulSum ? "" : ", no PreMulSum (needs 2.11)", a->emulated ? ", emulated " : "",
+          a->emulated ? desc->kind : "");
   *out = &vi->island;
   return gbSuccess;
 }

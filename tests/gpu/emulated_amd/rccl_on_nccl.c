@@ -3,7 +3,9 @@
  * loaded with dlopen RTLD_LOCAL), so that an emulated AMD rank (hip_on_cuda.c)
  * runs its island through island/rccl on an NVIDIA GPU. RCCL keeps NCCL's
  * names, signatures and enum values (ROCm/rccl src/nccl.h.in), so each call
- * forwards unchanged. Only the calls island/rccl makes are here.
+ * forwards unchanged (PreMulSum ops too: the op value NCCL returns is the one
+ * island/rccl gets and hands back). Only the calls island/rccl makes are
+ * here; the NCCL below must be 2.11 or newer (ncclRedOpCreatePreMulSum).
  *
  * It exports gbEmulatedRccl, which island/rccl finds with dlsym to label its
  * lines "emulated". */
@@ -20,6 +22,7 @@ const char gbEmulatedRccl[] = "RCCL calls served by NCCL (tests/gpu/emulated_amd
 typedef int ncclResult_t;
 typedef int ncclDataType_t;
 typedef int ncclRedOp_t;
+typedef int ncclScalarResidence_t;
 typedef struct ncclComm* ncclComm_t;
 typedef struct {
   char internal[128];
@@ -37,6 +40,14 @@ static struct {
   ncclResult_t (*ncclAllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, void*);
   ncclResult_t (*ncclReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, void*);
   ncclResult_t (*ncclBroadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, void*);
+  ncclResult_t (*ncclAllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, void*);
+  ncclResult_t (*ncclReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, void*);
+  ncclResult_t (*ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, void*);
+  ncclResult_t (*ncclRecv)(void*, size_t, ncclDataType_t, int, ncclComm_t, void*);
+  ncclResult_t (*ncclGroupStart)(void);
+  ncclResult_t (*ncclGroupEnd)(void);
+  ncclResult_t (*ncclRedOpCreatePreMulSum)(ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t);
+  ncclResult_t (*ncclRedOpDestroy)(ncclRedOp_t, ncclComm_t);
   ncclResult_t (*ncclCommDestroy)(ncclComm_t);
   ncclResult_t (*ncclCommAbort)(ncclComm_t);
   const char* (*ncclGetErrorString)(ncclResult_t);
@@ -69,11 +80,14 @@ static void load(void) {
     const char* name;
     void* field;
   } syms[] = {SYM(ncclGetVersion), SYM(ncclGetUniqueId), SYM(ncclCommInitRank), SYM(ncclAllReduce),
-              SYM(ncclReduce), SYM(ncclBroadcast), SYM(ncclCommDestroy), SYM(ncclCommAbort),
-              SYM(ncclGetErrorString), SYM(ncclCommGetAsyncError)};
+              SYM(ncclReduce), SYM(ncclBroadcast), SYM(ncclAllGather), SYM(ncclReduceScatter),
+              SYM(ncclSend), SYM(ncclRecv), SYM(ncclGroupStart), SYM(ncclGroupEnd),
+              SYM(ncclRedOpCreatePreMulSum), SYM(ncclRedOpDestroy), SYM(ncclCommDestroy),
+              SYM(ncclCommAbort), SYM(ncclGetErrorString), SYM(ncclCommGetAsyncError)};
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
     if (!bindSym(syms[i].name, syms[i].field)) {
-      snprintf(nc.error, sizeof(nc.error), "emulated RCCL rig: %s has no %s", name, syms[i].name);
+      snprintf(nc.error, sizeof(nc.error), "emulated RCCL rig: %s has no %s; the rig needs NCCL 2.11 or newer",
+               name, syms[i].name);
       return;
     }
   if (!bindSym("ncclGetLastError", &nc.ncclGetLastError)) nc.ncclGetLastError = NULL;
@@ -106,6 +120,39 @@ ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                            void* stream) {
   return ready() ? nc.ncclBroadcast(send, recv, count, dt, root, comm, stream) : NCCL_SYSTEM_ERROR;
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t dt, ncclComm_t comm,
+                           void* stream) {
+  return ready() ? nc.ncclAllGather(send, recv, sendcount, dt, comm, stream) : NCCL_SYSTEM_ERROR;
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t dt, ncclRedOp_t op,
+                               ncclComm_t comm, void* stream) {
+  return ready() ? nc.ncclReduceScatter(send, recv, recvcount, dt, op, comm, stream) : NCCL_SYSTEM_ERROR;
+}
+
+ncclResult_t ncclSend(const void* buf, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, void* stream) {
+  return ready() ? nc.ncclSend(buf, count, dt, peer, comm, stream) : NCCL_SYSTEM_ERROR;
+}
+
+ncclResult_t ncclRecv(void* buf, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, void* stream) {
+  return ready() ? nc.ncclRecv(buf, count, dt, peer, comm, stream) : NCCL_SYSTEM_ERROR;
+}
+
+/* NCCL's group state is per thread, and the calls of one group come from one
+ * thread, so forwarding keeps the nesting NCCL sees. */
+ncclResult_t ncclGroupStart(void) { return ready() ? nc.ncclGroupStart() : NCCL_SYSTEM_ERROR; }
+
+ncclResult_t ncclGroupEnd(void) { return ready() ? nc.ncclGroupEnd() : NCCL_SYSTEM_ERROR; }
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t dt,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  return ready() ? nc.ncclRedOpCreatePreMulSum(op, scalar, dt, residence, comm) : NCCL_SYSTEM_ERROR;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return ready() ? nc.ncclRedOpDestroy(op, comm) : NCCL_SYSTEM_ERROR;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return ready() ? nc.ncclCommDestroy(comm) : NCCL_SYSTEM_ERROR; }

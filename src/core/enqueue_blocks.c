@@ -1,0 +1,192 @@
+/* The block collectives: all-gather, reduce-scatter and all-to-all. In one
+ * island under native they are the island's own calls. Across islands they
+ * run flat (docs/REDUCTION_ORDER.md): chunk k holds elements [k*m, k*m+len)
+ * of every rank's block, laid out [rank][len] in a staging slot, crosses in
+ * one host collective over all ranks, and is copied back block by block;
+ * chunks are pipelined over the slots as in enqueue.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/result.h"
+#include "core/comm.h"
+#include "plan/plan.h"
+
+typedef struct {
+  gbComm_t comm;
+  gbColl_t coll;
+  const char* send;
+  char* recv;
+  size_t count;      /* per rank block */
+  gbDataType_t dt;
+  size_t es;
+  gbCommOps_t ops;
+  void* stream;
+  size_t m;          /* elements of each block per chunk */
+  int depth;
+  gbSlot_t slotOf[64];
+} blocks_t;
+
+static size_t lenOf(const blocks_t* b, size_t i) {
+  size_t left = b->count - i * b->m;
+  return left < b->m ? left : b->m;
+}
+
+static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
+  return b->comm->dev->copyAsync(dst, src, elems * b->es, b->stream);
+}
+
+static gbResult_t front(blocks_t* b, size_t i) {
+  gbComm_t c = b->comm;
+  int n = c->nranks, me = c->rank;
+  size_t len = lenOf(b, i), at = i * b->m;
+  gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
+  GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
+  char* slot = s->buf;
+  if (b->coll == GB_COLL_ALLGATHER) {
+    GB_CHECK(copy(b, slot + (size_t)me * len * b->es, b->send + at * b->es, len));
+  } else {
+    for (int r = 0; r < n; r++)
+      GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
+  }
+  GB_CHECK(gbCommSlotStaged(c, s, b->stream));
+  gbProxyOp_t op;
+  memset(&op, 0, sizeof(op));
+  op.kind = b->coll == GB_COLL_ALLGATHER ? GB_PROXY_ALLGATHER
+            : b->coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER : GB_PROXY_ALLTOALL;
+  op.group = &c->world.algo;
+  op.buf = slot;
+  op.out = slot + (size_t)n * len * b->es;
+  op.count = len;
+  op.dtype = b->dt;
+  op.op = b->ops.host;
+  op.divisor = b->ops.divisor;
+  op.scale = b->ops.scale;
+  op.ready = gbCommSlotStagedFlag(c, s);
+  op.readyValue = s->use;
+  op.done = gbCommSlotDoneFlag(c, s);
+  op.doneValue = s->use;
+  op.seq = c->seq;
+  return gbProxyPost(c->proxy, &op);
+}
+
+static gbResult_t back(blocks_t* b, size_t i) {
+  gbComm_t c = b->comm;
+  int n = c->nranks, me = c->rank;
+  size_t len = lenOf(b, i), at = i * b->m;
+  gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
+  GB_CHECK(gbCommSlotAwait(c, s, b->stream));
+  char* slot = s->buf;
+  if (b->coll == GB_COLL_REDUCESCATTER) {
+    GB_CHECK(copy(b, b->recv + at * b->es, slot + (size_t)me * len * b->es, len));
+  } else {
+    const char* from = b->coll == GB_COLL_ALLTOALL ? slot + (size_t)n * len * b->es : slot;
+    for (int r = 0; r < n; r++)
+      GB_CHECK(copy(b, b->recv + ((size_t)r * b->count + at) * b->es, from + (size_t)r * len * b->es, len));
+  }
+  return gbCommSlotRelease(c, s, b->stream);
+}
+
+static gbResult_t walk(blocks_t* b) {
+  size_t depth = (size_t)b->depth, nchunks = (b->count + b->m - 1) / b->m;
+  for (size_t i = 0; i < nchunks; i++) {
+    GB_CHECK(front(b, i));
+    if (i + 1 >= depth) GB_CHECK(back(b, i + 1 - depth));
+  }
+  size_t first = nchunks >= depth ? nchunks - depth + 1 : 0;
+  for (size_t k = first; k < nchunks; k++) GB_CHECK(back(b, k));
+  return gbSuccess;
+}
+
+/* All-to-all inside one island: one fused group of sends and receives. */
+static gbResult_t islandAllToAll(blocks_t* b) {
+  gbIsland_t* is = b->comm->islandComm;
+  int n = is->size;
+  gbIslandP2p_t* ops = calloc(2 * (size_t)n, sizeof(gbIslandP2p_t));
+  if (!ops) return gbErrorSet(gbSystemError, "out of memory for an all-to-all of %d ranks", n);
+  for (int r = 0; r < n; r++) {
+    ops[2 * r] = (gbIslandP2p_t){r, 1, (void*)(b->send + (size_t)r * b->count * b->es), b->count, b->dt};
+    ops[2 * r + 1] = (gbIslandP2p_t){r, 0, b->recv + (size_t)r * b->count * b->es, b->count, b->dt};
+  }
+  gbResult_t res = is->ops->sendRecv(is, ops, 2 * n, b->stream);
+  free(ops);
+  return res;
+}
+
+static gbResult_t runNative(blocks_t* b) {
+  gbIsland_t* is = b->comm->islandComm;
+  if (b->coll == GB_COLL_ALLGATHER) return is->ops->allGather(is, b->send, b->recv, b->count, b->dt, b->stream);
+  if (b->coll == GB_COLL_REDUCESCATTER)
+    return is->ops->reduceScatter(is, b->send, b->recv, b->count, b->dt, b->ops.island, b->stream);
+  return islandAllToAll(b);
+}
+
+static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, void* recv, size_t count,
+                                gbDataType_t dt, gbRedOp_t op, int hasOp, void* stream) {
+  blocks_t b;
+  memset(&b, 0, sizeof(b));
+  b.comm = c;
+  b.coll = coll;
+  b.send = send;
+  b.recv = recv;
+  b.count = count;
+  b.dt = dt;
+  b.es = gbDtypeSize(dt);
+  b.stream = stream;
+  if (hasOp) GB_CHECK(gbCommResolveOp(c, op, dt, &b.ops));
+  gbPlanInput_t in;
+  memset(&in, 0, sizeof(in));
+  in.coll = coll;
+  in.dtype = dt;
+  in.count = count;
+  in.policy = c->settings.policy;
+  in.topo = &c->topo;
+  in.thresholds = &c->thresholds;
+  int policy = gbPlanCallPolicy(&in, count * b.es * (size_t)c->nranks);
+  int factor = coll == GB_COLL_ALLTOALL ? 2 : 1;
+  if (policy != gbPolicyNative) {
+    size_t per = c->staging.slotBytes / (b.es * (size_t)c->nranks * (size_t)factor);
+    if (per == 0)
+      return gbErrorSet(gbInvalidUsage, "%s: one element per rank (%d ranks, %zu bytes) does not fit a %zu-byte "
+                        "staging slot; raise GPUBRIDGE_CHUNK_BYTES", gbPlanCollName(coll), c->nranks, b.es,
+                        c->staging.slotBytes);
+    b.m = per;
+    b.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
+  }
+  c->seq++;
+  uint64_t checks = c->checksPosted;
+  gbCommCall_t call = {coll, count, dt, hasOp ? (int)op : -1, -1};
+  gbResult_t res = gbCommCheckCall(c, &call, stream);
+  int queued = c->checksPosted != checks;
+  if (res == gbSuccess && policy == gbPolicyNative) {
+    res = runNative(&b);
+    queued = 1;
+  } else if (res == gbSuccess) {
+    if (hasOp) res = gbCommStageScalar(c, &b.ops, stream);
+    if (res == gbSuccess) {
+      queued = 1;
+      res = walk(&b);
+    }
+  }
+  if (queued) {
+    gbResult_t marked = gbCommMarkStreamWork(c, stream);
+    if (res == gbSuccess) res = marked;
+    if (res != gbSuccess) gbCommFail(c, res);
+  }
+  return res;
+}
+
+gbResult_t gbCommEnqueueAllGather(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                  void* stream) {
+  return enqueueBlocks(c, GB_COLL_ALLGATHER, send, recv, count, dt, gbSum, 0, stream);
+}
+
+gbResult_t gbCommEnqueueReduceScatter(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                      gbRedOp_t op, void* stream) {
+  return enqueueBlocks(c, GB_COLL_REDUCESCATTER, send, recv, count, dt, op, 1, stream);
+}
+
+gbResult_t gbCommEnqueueAllToAll(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
+                                 void* stream) {
+  return enqueueBlocks(c, GB_COLL_ALLTOALL, send, recv, count, dt, gbSum, 0, stream);
+}
