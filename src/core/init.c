@@ -282,7 +282,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   else
     GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   /* The world group serves flat steps, the call check and gbCommSplit; the
-   * bridge joins the leaders; rails reuse the world's connections. */
+   * bridge joins the leaders (one island: the leader alone, so hierarchical
+   * still runs); rails reuse the world's connections. */
   int* all = malloc(sizeof(int) * (size_t)nranks);
   if (!all) {
     res = gbErrorSet(gbSystemError, "out of memory for the world group of %d ranks", nranks);
@@ -292,10 +293,10 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   res = groupSetup(c, &c->world, GB_TAG_WORLD, "world", all, nranks, probes);
   free(all);
   if (res != gbSuccess) goto done;
-  if (t->nislands > 1 && t->isLeader)
+  if (t->isLeader)
     GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,
                   done);
-  if (t->nislands > 1) GB_CHECK_GOTO(railsSetup(c), res, done);
+  GB_CHECK_GOTO(railsSetup(c), res, done);
   GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
   memset(c->checked, 0, sizeof(gbFlag_t));
