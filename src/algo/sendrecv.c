@@ -10,9 +10,9 @@
 #include "base/result.h"
 
 /* Index of the next send (isSend 1) or receive (0) with myself at or after
- * i, or nops. */
+ * i, or nops. Zero-byte entries are skipped, as they are with other peers. */
 static int nextSelf(const gbAlgoP2p_t* ops, int nops, int me, int isSend, int i) {
-  while (i < nops && !(ops[i].peer == me && (ops[i].isSend != 0) == isSend)) i++;
+  while (i < nops && !(ops[i].peer == me && (ops[i].isSend != 0) == isSend && ops[i].bytes > 0)) i++;
   return i;
 }
 
@@ -69,7 +69,7 @@ gbResult_t gbAlgoSendRecv(gbAlgoGroup_t* g, const gbAlgoP2p_t* ops, int nops) {
   int s = nextSelf(ops, nops, me, 1, 0), r = nextSelf(ops, nops, me, 0, 0);
   while (s < nops) {
     /* memmove: a copy onto itself, or between overlapping parts, is allowed. */
-    if (ops[s].bytes > 0 && ops[s].buf != ops[r].buf) memmove(ops[r].buf, ops[s].buf, ops[s].bytes);
+    if (ops[s].buf != ops[r].buf) memmove(ops[r].buf, ops[s].buf, ops[s].bytes);
     s = nextSelf(ops, nops, me, 1, s + 1);
     r = nextSelf(ops, nops, me, 0, r + 1);
   }

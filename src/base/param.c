@@ -26,6 +26,7 @@ static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as gbSplitTest_t. */
 /* Same order as the cuda and hip devices' flag modes, strongest first. */
 static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
+static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
@@ -90,10 +91,11 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_STREAM_FLAGS] = {"GPUBRIDGE_STREAM_FLAGS", GB_PARAM_ENUM, "auto", flagChoices, 0, 0, 0,
                                "How GPU streams signal and wait on the bridge: auto (the best the GPU offers), "
                                "64 or 32 (stream memory operations), host (host functions); for testing fallbacks."},
-    [GB_PARAM_CHECK_CALLS] = {"GPUBRIDGE_CHECK_CALLS", GB_PARAM_INT, "1", NULL, 0, 1, 1,
-                              "1: before each collective, ranks compare what they called (collective, count, "
-                              "type, op, root, send/recv pairs) and all fail alike on a mismatch; 0: trust the "
-                              "program (saves a host round trip per call)."},
+    [GB_PARAM_CHECK_CALLS] = {"GPUBRIDGE_CHECK_CALLS", GB_PARAM_ENUM, "auto", checkChoices, 0, 0, 1,
+                              "on: before each call, ranks compare what they called (collective, count, type, "
+                              "op, root, send/recv pairs) and all fail alike on a mismatch; off: trust the "
+                              "program (saves a host round trip per call); auto: on unless the communicator is "
+                              "one island running native (the vendor library's own behaviour and speed)."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
                         "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
                         "island."},

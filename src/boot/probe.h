@@ -19,7 +19,7 @@ typedef struct {
   int32_t nsocks;
   int32_t stagingSlots;
   int32_t splitTest;    /* GPUBRIDGE_SPLIT_TEST: 0 off, 1 half, 2 alternate, 3 node */
-  int32_t checkCalls;   /* GPUBRIDGE_CHECK_CALLS */
+  int32_t checkCalls;   /* GPUBRIDGE_CHECK_CALLS: 0 off, 1 on, 2 auto */
   int32_t rails;        /* GPUBRIDGE_RAILS (0: as many as the smallest island has ranks) */
   int32_t pad;
   int64_t chunkBytes;

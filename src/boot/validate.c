@@ -120,6 +120,7 @@ static int64_t fChunk(const gbProbe_t* p) { return p->settings.chunkBytes; }
 static int64_t fRingMin(const gbProbe_t* p) { return p->settings.ringMinBytes; }
 static int64_t fSplit(const gbProbe_t* p) { return p->settings.splitTest; }
 static int64_t fCheck(const gbProbe_t* p) { return p->settings.checkCalls; }
+static const char* showCheck(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_CHECK_CALLS, v, b, l); }
 static int64_t fRails(const gbProbe_t* p) { return p->settings.rails; }
 static int64_t fThresholds(const gbProbe_t* p) { return (int64_t)p->settings.thresholdsHash; }
 static const char* showHash(int64_t v, char* b, size_t l) {
@@ -145,7 +146,7 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_STAGING_SLOTS", fSlots, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_CHUNK_BYTES (or config.chunkBytes)", fChunk, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_RING_MIN_BYTES", fRingMin, showInt, "set it the same on every rank"},
-    {"GPUBRIDGE_CHECK_CALLS", fCheck, showInt, "set it the same on every rank"},
+    {"GPUBRIDGE_CHECK_CALLS", fCheck, showCheck, "set it the same on every rank"},
     {"GPUBRIDGE_RAILS", fRails, showInt, "set it the same on every rank"},
     {"the thresholds file (GPUBRIDGE_THRESHOLDS)", fThresholds, showHash,
      "give every rank a copy of the same file (gpubridge-perf --tune writes it)"},

@@ -117,7 +117,12 @@ static gbResult_t runCollCheck(void* arg) {
   return res;
 }
 
-static int checking(gbComm_t c) { return c->settings.checkCalls && c->nranks > 1 && c->world.active; }
+/* GPUBRIDGE_CHECK_CALLS: off 0, on 1, auto 2 (on unless one island runs native). */
+static int checking(gbComm_t c) {
+  if (c->nranks == 1 || !c->world.active || c->settings.checkCalls == 0) return 0;
+  if (c->settings.checkCalls == 2) return !(c->topo.nislands == 1 && c->policy == gbPolicyNative);
+  return 1;
+}
 
 /* Posts fn on the proxy with the checked flag as its done flag, and makes
  * the stream wait for it. */
@@ -131,9 +136,15 @@ static gbResult_t postCheck(gbComm_t c, gbResult_t (*fn)(void*), void* arg, void
   op.done = c->checked;
   op.doneValue = c->checksPosted + 1;
   op.seq = c->seq;
-  GB_CHECK(gbProxyPost(c->proxy, &op));
+  /* The stream's wait first: a bad stream then fails this call alone,
+   * before any rank hears of it. */
+  gbResult_t res = c->dev->flagWait(c->checked, c->checksPosted + 1, stream);
+  if (res != gbSuccess) {
+    free(arg);
+    return res;
+  }
   c->checksPosted++;
-  return c->dev->flagWait(c->checked, c->checksPosted, stream);
+  return gbProxyPost(c->proxy, &op);
 }
 
 gbResult_t gbCommCheckCall(gbComm_t c, const gbCommCall_t* call, void* stream) {

@@ -74,6 +74,7 @@ static void testDefaults(void) {
   const gbParamDesc_t* p = gbParamDesc(GB_PARAM_POLICY);
   CHECK(strcmp(p->choices[gbPolicyAuto], "auto") == 0 && strcmp(p->choices[gbPolicyHierarchical], "hierarchical") == 0 &&
             strcmp(p->choices[gbPolicyNative], "native") == 0 && strcmp(p->choices[gbPolicyFlat], "flat") == 0 &&
+            strcmp(p->choices[gbPolicySplitRail], "split-rail") == 0 && strcmp(p->choices[gbPolicyTuned], "tuned") == 0 &&
             p->choices[gbNumPolicies] == NULL,
         "policy choices in gbPolicy_t order");
   CHECK(p->mustAgree && gbParamDesc(GB_PARAM_TIMEOUT)->mustAgree && !gbParamDesc(GB_PARAM_DEBUG)->mustAgree,
@@ -131,7 +132,7 @@ static void testSizes(void) {
 static void testInvalid(void) {
   static const struct { gbParamId_t id; const char* name; const char* text; const char* err; } cases[] = {
       {GB_PARAM_POLICY, "GPUBRIDGE_POLICY", "bogus",
-       "GPUBRIDGE_POLICY=bogus is not one of auto, hierarchical, native, flat"},
+       "GPUBRIDGE_POLICY=bogus is not one of auto, hierarchical, native, flat, split-rail, tuned"},
       {GB_PARAM_DEBUG, "GPUBRIDGE_DEBUG", "LOUD", "GPUBRIDGE_DEBUG=LOUD is not one of NONE, WARN, INFO, TRACE"},
       {GB_PARAM_TIMEOUT, "GPUBRIDGE_TIMEOUT", "abc",
        "GPUBRIDGE_TIMEOUT=abc is not an integer in [1, 86400] (seconds)"},
@@ -190,7 +191,7 @@ static void testInvalid(void) {
   setenv("GPUBRIDGE_POLICY", "bogus", 1);
   gbParamReset();
   const char* want =
-      "GPUBRIDGE_POLICY=bogus is not one of auto, hierarchical, native, flat\n"
+      "GPUBRIDGE_POLICY=bogus is not one of auto, hierarchical, native, flat, split-rail, tuned\n"
       "GPUBRIDGE_TIMEOUT=abc is not an integer in [1, 86400] (seconds)";
   CHECK(strcmp(gbParamErrors(), want) == 0, "two errors:\n  got  [%s]\n  want [%s]", gbParamErrors(), want);
 }

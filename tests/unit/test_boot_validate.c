@@ -29,7 +29,8 @@ static void job(gbProbe_t* p, int n, const char* const* vendors) {
     p[r].libVersion = GB_VERSION_CODE;
     snprintf(p[r].host, sizeof(p[r].host), "node%d", r / 4);
     snprintf(p[r].vendor, sizeof(p[r].vendor), "%s", vendors[r]);
-    p[r].settings = (gbSettings_t){gbPolicyAuto, gbTransportTcp, 30, 2, 4, 0, 1 << 20, 65536};
+    p[r].settings = (gbSettings_t){.policy = gbPolicyAuto, .transport = gbTransportTcp, .timeoutSec = 30, .nsocks = 2,
+                                   .stagingSlots = 4, .checkCalls = 2, .chunkBytes = 1 << 20, .ringMinBytes = 65536};
   }
 }
 

@@ -2,7 +2,8 @@
  * loopback connections and its own host device stream. All-reduce (sum, avg,
  * max), reduce to root 1, broadcast from root 2, several calls queued before
  * one synchronize, count 0, bad arguments, and a peer that closes its
- * connection. Expected bits follow the order documented in algo/algo.h,
+ * connection; all-gather, reduce-scatter (sum, avg), a fused send/recv
+ * group, and PreMulSum ops with immediate and device scalars. Expected bits follow the order documented in algo/algo.h,
  * computed here independently. */
 #include <errno.h>
 #include <math.h>
@@ -123,15 +124,31 @@ static int sliceOf(size_t i, size_t count, int n) {
   return n - 1;
 }
 
-/* Sum (or avg when avg != 0) of every member's inputF, in algo.h's order. */
-static void refFloat(float* out, size_t count, int n, int salt, int avg) {
+/* Sum (or avg when avg != 0) of every member's scale * inputF (each product
+ * rounded to float; scale 1 changes nothing), in algo.h's order. */
+static void refScaled(float* out, size_t count, int n, int salt, int avg, float scale) {
   int exchange = count * sizeof(float) < RING_MIN_BYTES || n < 3;
   for (size_t i = 0; i < count; i++) {
     int first = exchange ? 0 : (sliceOf(i, count, n) + 1) % n;
-    float acc = inputF(first, i, salt);
-    for (int k = 1; k < n; k++) acc = acc + inputF((first + k) % n, i, salt);
+    float acc = scale * inputF(first, i, salt);
+    for (int k = 1; k < n; k++) acc = acc + scale * inputF((first + k) % n, i, salt);
     if (avg) acc = acc / (float)n;
     out[i] = acc;
+  }
+}
+
+static void refFloat(float* out, size_t count, int n, int salt, int avg) {
+  refScaled(out, count, n, salt, avg, 1.0f);
+}
+
+/* Reduce-scatter: my block, folded x0 + x1 + ... + x(n-1) left to right,
+ * each x scaled first. */
+static void refBlock(float* out, size_t count, int n, int me, int salt, int avg, float scale) {
+  for (size_t e = 0; e < count; e++) {
+    size_t at = (size_t)me * count + e;
+    float acc = scale * inputF(0, at, salt);
+    for (int k = 1; k < n; k++) acc = acc + scale * inputF(k, at, salt);
+    out[e] = avg ? acc / (float)n : acc;
   }
 }
 
@@ -389,6 +406,202 @@ static int runPeerClosed(member_t* m, gbIsland_t* is, const gbDeviceOps* dev, vo
   return 1;
 }
 
+/* All-gather and reduce-scatter (sum and avg), in place and out of place. */
+static int runGatherScatter(member_t* m, gbIsland_t* is, const gbDeviceOps* dev, void* stream) {
+  static const size_t counts[] = {1, 5000};
+  int n = m->sh->n, me = m->me;
+  size_t maxc = 5000 * MAX_N;
+  float* send = malloc(maxc * sizeof(float));
+  float* recv = malloc(maxc * sizeof(float));
+  float* want = malloc(maxc * sizeof(float));
+  int ok = send && recv && want;
+  if (!ok) fail(m->sh, "out of memory");
+  char what[128];
+  for (size_t ci = 0; ok && ci < 2; ci++) {
+    size_t count = counts[ci];
+    for (int inPlace = 0; ok && inPlace <= 1; inPlace++) {
+      int salt = 100 + (int)ci * 2 + inPlace;
+      snprintf(what, sizeof what, "all-gather n=%d count=%zu%s", n, count, inPlace ? " in place" : "");
+      memset(recv, 0xee, (size_t)n * count * sizeof(float));
+      float* src = inPlace ? recv + (size_t)me * count : send;
+      for (size_t i = 0; i < count; i++) src[i] = inputF(me, i, salt);
+      for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < count; i++) want[(size_t)k * count + i] = inputF(k, i, salt);
+      gbResult_t r = is->ops->allGather(is, src, recv, count, gbFloat32, stream);
+      if (r != gbSuccess) { fail(m->sh, "%s: enqueue returned %d", what, r); ok = 0; break; }
+      ok = syncOk(m, dev, stream, what) &&
+           sameBits(m, recv, want, (size_t)n * count * sizeof(float), sizeof(float), what);
+      for (int avg = 0; ok && avg <= 1; avg++) {
+        salt = 110 + (int)ci * 4 + inPlace * 2 + avg;
+        snprintf(what, sizeof what, "reduce-scatter %s n=%d count=%zu%s", avg ? "avg" : "sum", n, count,
+                 inPlace ? " in place" : "");
+        for (size_t i = 0; i < (size_t)n * count; i++) send[i] = inputF(me, i, salt);
+        memset(recv, 0xee, count * sizeof(float));
+        float* dst = inPlace ? send + (size_t)me * count : recv;
+        r = is->ops->reduceScatter(is, send, dst, count, gbFloat32, avg ? gbAvg : gbSum, stream);
+        if (r != gbSuccess) { fail(m->sh, "%s: enqueue returned %d", what, r); ok = 0; break; }
+        refBlock(want, count, n, me, salt, avg, 1.0f);
+        ok = syncOk(m, dev, stream, what) && sameBits(m, dst, want, count * sizeof(float), sizeof(float), what);
+      }
+    }
+  }
+  free(send);
+  free(recv);
+  free(want);
+  return ok;
+}
+
+/* A ring shift, a copy to myself and several messages to one peer, as one
+ * fused group; then lists refused when they are enqueued. */
+static int runSendRecv(member_t* m, gbIsland_t* is, const gbDeviceOps* dev, void* stream) {
+  enum { C = 7777, S = 3 };
+  int n = m->sh->n, me = m->me, next = (me + 1) % n, prev = (me + n - 1) % n;
+  static _Thread_local float a[C], b[C], c[S], d[S], e[2][S], f[2][S];
+  for (size_t i = 0; i < C; i++) a[i] = inputF(me, i, 120);
+  for (size_t i = 0; i < S; i++) {
+    c[i] = inputF(me, i, 121);
+    e[0][i] = inputF(me, i, 122);
+    e[1][i] = inputF(me, i, 123);
+  }
+  memset(b, 0xee, sizeof b);
+  memset(d, 0xee, sizeof d);
+  memset(f, 0xee, sizeof f);
+  /* Ordered so that with n == 1 (next and prev are me) the copies to myself
+   * pair the same way: a to b, e[0] to f[0], c to d, e[1] to f[1]. */
+  gbIslandP2p_t ops[] = {
+      {prev, 0, b, C, gbFloat32},    {next, 1, a, C, gbFloat32},    {prev, 0, f[0], S, gbFloat32},
+      {me, 0, d, S, gbFloat32},      {next, 1, e[0], S, gbFloat32}, {me, 1, c, S, gbFloat32},
+      {next, 1, e[1], S, gbFloat32}, {prev, 0, f[1], S, gbFloat32}, {next, 1, NULL, 0, gbFloat32},
+      {prev, 0, NULL, 0, gbFloat32}};
+  gbResult_t r = is->ops->sendRecv(is, ops, (int)(sizeof ops / sizeof ops[0]), stream);
+  if (r != gbSuccess) { fail(m->sh, "send/recv: enqueue returned %d", r); return 0; }
+  if (!syncOk(m, dev, stream, "send/recv")) return 0;
+  float wb[C], wf[2][S], wd[S];
+  for (size_t i = 0; i < C; i++) wb[i] = inputF(prev, i, 120);
+  for (size_t i = 0; i < S; i++) {
+    wf[0][i] = inputF(prev, i, 122);
+    wf[1][i] = inputF(prev, i, 123);
+    wd[i] = inputF(me, i, 121);
+  }
+  if (!sameBits(m, b, wb, sizeof b, sizeof(float), "send/recv ring shift") ||
+      !sameBits(m, f, wf, sizeof f, sizeof(float), "send/recv two messages from one peer, in order") ||
+      !sameBits(m, d, wd, sizeof d, sizeof(float), "send/recv to myself"))
+    return 0;
+  float x[2] = {1, 2};
+  gbIslandP2p_t badPeer[] = {{n, 1, x, 1, gbFloat32}};
+  gbIslandP2p_t badType[] = {{me, 1, x, 1, (gbDataType_t)42}, {me, 0, x, 1, gbFloat32}};
+  gbIslandP2p_t unpaired[] = {{me, 1, x, 1, gbFloat32}, {me, 0, x + 1, 1, gbInt8}};
+  gbIslandP2p_t nullBuf[] = {{me, 1, NULL, 1, gbFloat32}, {me, 0, x, 1, gbFloat32}};
+  gbResult_t got[] = {is->ops->sendRecv(is, badPeer, 1, stream), is->ops->sendRecv(is, badType, 2, stream),
+                      is->ops->sendRecv(is, unpaired, 2, stream), is->ops->sendRecv(is, nullBuf, 2, stream)};
+  for (int i = 0; i < 4; i++) {
+    m->checks++;
+    if (got[i] != gbInvalidArgument) {
+      fail(m->sh, "send/recv bad list %d: member %d got %d, want gbInvalidArgument", i, me, got[i]);
+      return 0;
+    }
+  }
+  return syncOk(m, dev, stream, "send/recv after refused lists");
+}
+
+static int expect(member_t* m, gbResult_t got, gbResult_t want, const char* what) {
+  m->checks++;
+  if (got == want) return 1;
+  fail(m->sh, "%s: member %d got %d, want %d", what, m->me, got, want);
+  return 0;
+}
+
+/* One call with a PreMulSum op, checked against the scaled fold; the send
+ * buffer must be left alone. kind: 0 all-reduce (in place when inPlace),
+ * 1 reduce to the last member, 2 reduce-scatter. */
+static int onePreMul(member_t* m, gbIsland_t* is, const gbDeviceOps* dev, void* stream, gbRedOp_t op,
+                     float scale, int kind, int inPlace, int salt, const char* what) {
+  enum { C = 3001 };
+  static _Thread_local float send[C * MAX_N], recv[C * MAX_N], want[C * MAX_N];
+  int n = m->sh->n, me = m->me, root = n - 1;
+  for (size_t i = 0; i < (size_t)n * C; i++) send[i] = inputF(me, i, salt);
+  memset(recv, 0xee, sizeof recv);
+  float* dst = inPlace ? send : recv;
+  gbResult_t r = kind == 0 ? is->ops->allReduce(is, send, dst, C, gbFloat32, op, stream)
+               : kind == 1 ? is->ops->reduce(is, send, recv, C, gbFloat32, op, root, stream)
+                           : is->ops->reduceScatter(is, send, recv, C, gbFloat32, op, stream);
+  if (r != gbSuccess) { fail(m->sh, "%s: enqueue returned %d", what, r); return 0; }
+  if (!syncOk(m, dev, stream, what)) return 0;
+  if (kind == 2) refBlock(want, C, n, me, salt, 0, scale);
+  else refScaled(want, C, n, salt, 0, scale);
+  if ((kind != 1 || me == root) && !sameBits(m, dst, want, C * sizeof(float), sizeof(float), what)) return 0;
+  if (inPlace) return 1;
+  for (size_t i = 0; i < (size_t)n * C; i++) want[i] = inputF(me, i, salt);
+  return sameBits(m, send, want, (size_t)n * C * sizeof(float), sizeof(float), "PreMulSum left send alone");
+}
+
+/* PreMulSum ops: an immediate scalar is copied at creation (changing it
+ * later changes nothing); a device scalar is read when the call runs (its
+ * value set after creation and before each call counts). Then the ops'
+ * lifecycle: destroy right after enqueue, slot reuse, refused uses. */
+static int runPreMulSum(member_t* m, gbIsland_t* is, const gbDeviceOps* dev, void* stream) {
+  float imm = 0.1f, *devScalar = NULL;
+  gbRedOp_t opImm = gbSum, opDev = gbSum, again = gbSum;
+  if (dev->memAlloc((void**)&devScalar, sizeof(float)) != gbSuccess) {
+    fail(m->sh, "PreMulSum: device allocation failed");
+    return 0;
+  }
+  *devScalar = 7.0f;
+  int ok = is->ops->preMulSumCreate(is, &imm, gbFloat32, gbScalarHostImmediate, &opImm) == gbSuccess &&
+           is->ops->preMulSumCreate(is, devScalar, gbFloat32, gbScalarDevice, &opDev) == gbSuccess;
+  m->checks++;
+  if (!ok || (int)opImm < gbNumOps || (int)opDev < gbNumOps || opImm == opDev) {
+    fail(m->sh, "PreMulSum create: ok %d, ops %d and %d", ok, (int)opImm, (int)opDev);
+    ok = 0;
+  }
+  char what[128];
+  for (int call = 0; ok && call < 8; call++) {
+    int useDev = call & 1, kind = (call >> 1) % 3, inPlace = kind == 0 && (call & 4);
+    float scale = useDev ? 0.3f + 0.25f * (float)call : 0.1f;
+    if (useDev) *devScalar = scale;
+    else imm = 9.0f + (float)call; /* copied at creation: no effect */
+    snprintf(what, sizeof what, "PreMulSum (%s scalar) %s%s n=%d", useDev ? "device" : "immediate",
+             kind == 0 ? "all-reduce" : kind == 1 ? "reduce" : "reduce-scatter",
+             inPlace ? " in place" : "", m->sh->n);
+    ok = onePreMul(m, is, dev, stream, useDev ? opDev : opImm, scale, kind, inPlace, 140 + call, what);
+  }
+  if (ok) {
+    /* NCCL's rule: an op may be destroyed once the calls using it are queued. */
+    float x = 1.5f, y = 0.0f, wantY = 0.1f * 1.5f;
+    for (int k = 1; k < m->sh->n; k++) wantY = wantY + 0.1f * 1.5f;
+    gbResult_t r1 = is->ops->allReduce(is, &x, &y, 1, gbFloat32, opImm, stream);
+    gbResult_t r2 = is->ops->redOpDestroy(is, opImm);
+    ok = r1 == gbSuccess && r2 == gbSuccess && syncOk(m, dev, stream, "PreMulSum destroyed after enqueue") &&
+         sameBits(m, &y, &wantY, sizeof y, sizeof y, "PreMulSum destroyed after enqueue");
+    if (!ok) fail(m->sh, "PreMulSum destroyed after enqueue: enqueue %d, destroy %d", r1, r2);
+  }
+  if (ok) { /* one after the other: each depends on the one before */
+    float x = 1.0f;
+    double xd = 1.0;
+    ok = expect(m, is->ops->redOpDestroy(is, opImm), gbInvalidArgument, "PreMulSum destroy twice") &&
+         expect(m, is->ops->allReduce(is, &x, &x, 1, gbFloat32, opImm, stream), gbInvalidArgument,
+                "PreMulSum op used after destroy") &&
+         expect(m, is->ops->redOpDestroy(is, gbSum), gbInvalidArgument, "destroy a built-in op") &&
+         expect(m, is->ops->reduceScatter(is, &xd, &xd, 1, gbFloat64, opDev, stream), gbInvalidArgument,
+                "PreMulSum float32 op on float64") &&
+         expect(m, is->ops->preMulSumCreate(is, NULL, gbFloat32, gbScalarDevice, &again),
+                gbInvalidArgument, "PreMulSum NULL scalar") &&
+         expect(m, is->ops->preMulSumCreate(is, &x, gbFloat32, (gbScalarResidence_t)7, &again),
+                gbInvalidArgument, "PreMulSum unknown residence") &&
+         expect(m, is->ops->preMulSumCreate(is, &x, gbFloat32, gbScalarHostImmediate, &again), gbSuccess,
+                "PreMulSum create again");
+    m->checks++;
+    if (ok && again != opImm) {
+      fail(m->sh, "PreMulSum: a new op got %d, not the freed slot's %d", (int)again, (int)opImm);
+      ok = 0;
+    }
+    ok = ok && expect(m, is->ops->redOpDestroy(is, again), gbSuccess, "PreMulSum destroy") &&
+         expect(m, is->ops->redOpDestroy(is, opDev), gbSuccess, "PreMulSum destroy");
+  }
+  dev->memFree(devScalar);
+  return ok && syncOk(m, dev, stream, "PreMulSum");
+}
+
 /* ------------------------------------------------------------ a member */
 
 static void* memberMain(void* arg) {
@@ -443,6 +656,9 @@ static void* memberMain(void* arg) {
     if (!runReduce(m, is, dev, stream)) goto done;
     if (!runBroadcast(m, is, dev, stream)) goto done;
     if (!runQueued(m, is, dev, stream)) goto done;
+    if (!runGatherScatter(m, is, dev, stream)) goto done;
+    if (!runSendRecv(m, is, dev, stream)) goto done;
+    if (!runPreMulSum(m, is, dev, stream)) goto done;
     m->checks++;
     if (m->errors != 0) fail(sh, "member %d: onError called %d times without a failure", me, m->errors);
   }

@@ -369,12 +369,13 @@ static gbResult_t sendRecv(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, v
     if (res != gbSuccess) break;
     p2p[i] = (gbAlgoP2p_t){o->peer, o->isSend != 0, o->buf, o->count * gbDtypeSize(o->dt)};
     total += p2p[i].bytes;
-    if (o->peer == is->index) {
+    if (o->peer == is->index && p2p[i].bytes > 0) {
       selfOps[o->isSend != 0]++;
       selfBytes[o->isSend != 0] += p2p[i].bytes;
     }
   }
-  /* Copies to myself must pair up (gbAlgoSendRecv checks each pair). */
+  /* Copies to myself must pair up (gbAlgoSendRecv checks each pair);
+   * zero-byte entries do nothing, with myself as with others. */
   if (res == gbSuccess && (selfOps[0] != selfOps[1] || selfBytes[0] != selfBytes[1]))
     res = gbErrorSet(gbInvalidArgument, "%s send/recv: member %d sends itself %d messages (%zu bytes) "
                      "but receives %d (%zu bytes) from itself; they pair in list order",
