@@ -26,6 +26,7 @@ static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as gbSplitTest_t. */
 /* Same order as the cuda and hip devices' flag modes, strongest first. */
 static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
+static const char* const shmChoices[] = {"off", "auto", NULL};
 static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
@@ -96,6 +97,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                               "op, root, send/recv pairs) and all fail alike on a mismatch; off: trust the "
                               "program (saves a host round trip per call); auto: on unless the communicator is "
                               "one island running native (the vendor library's own behaviour and speed)."},
+    [GB_PARAM_SHM] = {"GPUBRIDGE_SHM", GB_PARAM_ENUM, "auto", shmChoices, 0, 0, 0,
+                      "Peers on the same host: auto moves messages through shared-memory rings (the TCP "
+                      "connection stays, to notice a peer that dies); off keeps them on TCP."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
                         "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
                         "island."},

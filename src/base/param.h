@@ -36,6 +36,7 @@ typedef enum {
   GB_PARAM_CHECK_CALLS,
   GB_PARAM_RAILS,
   GB_PARAM_THRESHOLDS,
+  GB_PARAM_SHM,
   GB_PARAM_COUNT
 } gbParamId_t;
 

@@ -21,11 +21,11 @@ gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, c
     hello.srcRank = myRank;
     hello.tag = g->tag;
     hello.nsocks = nsocks;
-    gbNetLabel_t label = {g->ranks[k], g->name};
+    gbNetLabel_t label = {g->ranks[k], g->name, probes[g->ranks[k]].hostId == probes[myRank].hostId};
     res = net->connect(&probes[g->ranks[k]].listenAddr, &hello, label, deadline, abortFlag, &conns[k]);
   }
   for (int k = g->me + 1; k < g->n && res == gbSuccess; k++) {
-    gbNetLabel_t label = {g->ranks[k], g->name};
+    gbNetLabel_t label = {g->ranks[k], g->name, probes[g->ranks[k]].hostId == probes[myRank].hostId};
     res = net->accept(listener, g->ranks[k], g->tag, label, deadline, abortFlag, &conns[k]);
   }
   if (res != gbSuccess) {

@@ -40,6 +40,7 @@ typedef struct gbNetReq gbNetReq_t;
 typedef struct {
   int peerRank;
   const char* group; /* "bridge", "island nvidia", "world" */
+  int sameHost;      /* the peer runs on this host: the transport may use shared memory */
 } gbNetLabel_t;
 
 /* The most pollfds one connection lists (see pollFds). */

@@ -53,14 +53,14 @@ static inline int loopbackJoin(const loopbackSpec_t* s, gbNetListener_t* lis, co
     hello.srcRank = s->me;
     hello.tag = s->tag;
     hello.nsocks = 2;
-    gbNetLabel_t label = {j, s->name};
+    gbNetLabel_t label = {j, s->name, 0}; /* one process: no shared-memory set-up */
     if (s->net->connect(&addrs[j], &hello, label, dl, s->abortFlag, &conns[j]) != gbSuccess) {
       snprintf(why, whyLen, "member %d: cannot connect to member %d", s->me, j);
       return 0;
     }
   }
   for (int i = 0; i < s->me; i++) {
-    gbNetLabel_t label = {i, s->name};
+    gbNetLabel_t label = {i, s->name, 0};
     if (s->net->accept(lis, i, s->tag, label, dl, s->abortFlag, &conns[i]) != gbSuccess) {
       snprintf(why, whyLen, "member %d: cannot accept member %d", s->me, i);
       return 0;

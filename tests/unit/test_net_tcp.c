@@ -113,7 +113,7 @@ static gbNetListener_t* makeListener(gbSockAddr_t* addr) {
 static void makePair(gbNetListener_t* l, const gbSockAddr_t* addr, int peerRank, int tag, int nsocks,
                      gbNetConn_t** a, gbNetConn_t** p) {
   gbNetHello_t h = makeHello(peerRank, tag, nsocks);
-  gbNetLabel_t toListener = {0, group}, toPeer = {peerRank, group};
+  gbNetLabel_t toListener = {0, group, 0}, toPeer = {peerRank, group, 0}; /* one thread: TCP only */
   *a = *p = NULL;
   if (net->connect(addr, &h, toListener, gbDeadlineIn(10), NULL, p) != gbSuccess ||
       net->accept(l, peerRank, tag, toPeer, gbDeadlineIn(10), NULL, a) != gbSuccess) {
@@ -135,6 +135,7 @@ typedef struct {
   gbNetListener_t* listener;
   gbSockAddr_t addr;
   int peerRank, tag;
+  int shm;    /* set up as a same-host pair (shared-memory rings) */
 } side_t;
 
 static uint64_t seedOf(int side, int nsocks, int round, int i) {
@@ -185,7 +186,7 @@ static void exchange(side_t* s) {
 static void* peerMain(void* arg) {
   side_t* s = arg;
   gbNetHello_t h = makeHello(s->peerRank, s->tag, s->nsocks);
-  gbNetLabel_t label = {0, group};
+  gbNetLabel_t label = {0, group, s->shm};
   if (net->connect(&s->addr, &h, label, gbDeadlineIn(20), NULL, &s->conn) != gbSuccess) {
     CHECK(0, "peer connect: %s", gbErrorLast());
     return NULL;
@@ -197,19 +198,22 @@ static void* peerMain(void* arg) {
 static void testData(void) {
   gbSockAddr_t addr;
   gbNetListener_t* l = makeListener(&addr);
-  const int socks[] = {1, 2, 4};
-  for (int k = 0; k < 3; k++) {
-    side_t peer = {NULL, 1, socks[k], l, addr, 1, 100 + k}, me = {NULL, 0, socks[k], l, addr, 1, 100 + k};
+  /* 1, 2, 4 sockets over TCP; then 2 sockets set up as a same-host pair,
+   * whose data goes through the shared-memory rings. */
+  const int socks[] = {1, 2, 4, 2};
+  for (int k = 0; k < 4; k++) {
+    int shm = k == 3;
+    side_t peer = {NULL, 1, socks[k], l, addr, 1, 100 + k, shm}, me = {NULL, 0, socks[k], l, addr, 1, 100 + k, shm};
     pthread_t t;
     int64_t t0 = gbClockNowNs();
     pthread_create(&t, NULL, peerMain, &peer);
-    gbNetLabel_t label = {1, group};
+    gbNetLabel_t label = {1, group, shm};
     gbResult_t r = net->accept(l, 1, 100 + k, label, gbDeadlineIn(20), NULL, &me.conn);
     CHECK(r == gbSuccess, "accept: %s", gbErrorLast());
     if (r == gbSuccess) exchange(&me);
     pthread_join(t, NULL);
-    printf("  %d socket(s): %zu sizes at once + %d rounds, both ways, in %.2f s\n", socks[k], NSIZES, ROUNDS,
-           secondsSince(t0));
+    printf("  %d socket(s)%s: %zu sizes at once + %d rounds, both ways, in %.2f s\n", socks[k],
+           shm ? ", shared memory" : "", NSIZES, ROUNDS, secondsSince(t0));
     net->close(me.conn);
     net->close(peer.conn);
   }
@@ -315,11 +319,11 @@ static void testStrangers(void) {
   shutdown(fd[SHORT], SHUT_WR);
 
   /* The real peer, with the strangers queued before it. */
-  side_t peer = {NULL, 1, 2, l, addr, 3, 7};
+  side_t peer = {NULL, 1, 2, l, addr, 3, 7, 0};
   pthread_t t;
   pthread_create(&t, NULL, peerMain, &peer);
-  side_t me = {NULL, 0, 2, l, addr, 3, 7};
-  gbNetLabel_t label = {3, group};
+  side_t me = {NULL, 0, 2, l, addr, 3, 7, 0};
+  gbNetLabel_t label = {3, group, 0};
   gbResult_t r = net->accept(l, 3, 7, label, gbDeadlineIn(20), NULL, &me.conn);
   CHECK(r == gbSuccess, "accept with strangers around: %s", gbErrorLast());
   if (r == gbSuccess) exchange(&me);
@@ -346,7 +350,7 @@ static void testStrangers(void) {
   /* A duplicate socket: two connections claim (rank 5, tag 9, socket 0). */
   gbNetConn_t *c1, *c2, *a;
   gbNetHello_t dh = makeHello(5, 9, 1);
-  gbNetLabel_t toL = {0, group}, toPeer = {5, group};
+  gbNetLabel_t toL = {0, group, 0}, toPeer = {5, group, 0};
   CHECK(net->connect(&addr, &dh, toL, gbDeadlineIn(5), NULL, &c1) == gbSuccess, "%s", gbErrorLast());
   CHECK(net->connect(&addr, &dh, toL, gbDeadlineIn(5), NULL, &c2) == gbSuccess, "%s", gbErrorLast());
   /* Serve until both hellos are judged, so the duplicate is seen now. */
@@ -475,7 +479,7 @@ static void testFaults(void) {
 
   /* Nobody connects: accept times out naming the rank and group. */
   t0 = gbClockNowNs();
-  gbNetLabel_t label = {99, group};
+  gbNetLabel_t label = {99, group, 0};
   r = net->accept(l, 99, 0, label, gbDeadlineIn(0.3), NULL, &a);
   el = secondsSince(t0);
   CHECK(r == gbTimeout && el >= 0.3 && el <= 1.3, "accept: %d after %.2f s", r, el);

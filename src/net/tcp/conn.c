@@ -52,7 +52,15 @@ gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, 
       goto fail;
     }
   }
-  return gbNetTcpConnCreate(fds, n, label, out);
+  GB_CHECK(gbNetTcpConnCreate(fds, n, label, out));
+  if (label.sameHost) {
+    res = gbNetTcpShmOffer(*out, deadline, abortFlag);
+    if (res != gbSuccess) {
+      gbNetTcpClose(*out);
+      *out = NULL;
+    }
+  }
+  return res;
 fail:
   for (int i = 0; i < opened; i++) gbSockClose(fds[i]);
   return res;
@@ -61,6 +69,7 @@ fail:
 void gbNetTcpShutdown(gbNetConn_t* c) {
   if (c == NULL) return;
   atomic_store(&c->shut, 1);
+  gbNetTcpShmShutdown(c);
   /* shutdown() (not close) is safe while another thread polls these fds. */
   for (int i = 0; i < c->nsocks; i++) shutdown(c->socks[i].fd, SHUT_RDWR);
 }
@@ -68,6 +77,7 @@ void gbNetTcpShutdown(gbNetConn_t* c) {
 void gbNetTcpClose(gbNetConn_t* c) {
   if (c == NULL) return;
   for (int i = 0; i < c->nsocks; i++) gbSockClose(c->socks[i].fd);
+  gbNetTcpShmClose(c);
   for (int d = 0; d < 2; d++) {
     for (gbNetReq_t* r = c->head[d]; r != NULL;) {
       gbNetReq_t* next = r->next;

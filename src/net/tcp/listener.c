@@ -277,7 +277,13 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
     if (f != NULL && f->count == f->nsocks) {
       filed_t got = *f;
       *f = l->filed[--l->nfiled];
-      return gbNetTcpConnCreate(got.fds, got.nsocks, label, out);
+      GB_CHECK(gbNetTcpConnCreate(got.fds, got.nsocks, label, out));
+      gbResult_t res = label.sameHost ? gbNetTcpShmAnswer(*out, deadline, abortFlag) : gbSuccess;
+      if (res != gbSuccess) {
+        gbNetTcpClose(*out);
+        *out = NULL;
+      }
+      return res;
     }
     if (abortFlag != NULL && __atomic_load_n(abortFlag, __ATOMIC_RELAXED))
       return gbErrorSet(gbRemoteError, "%s: aborted while waiting for rank %d to connect", group, srcRank);

@@ -23,7 +23,10 @@ struct gbNetReq {
   int piecesLeft;
   int dir;
   int done;
+  size_t moved;  /* shared-memory path: bytes moved so far */
 };
+
+typedef struct gbNetShm gbNetShm_t;
 
 typedef struct {
   int fd;
@@ -40,6 +43,8 @@ struct gbNetConn {
   int peerRank;
   char group[48];
   uint64_t pollRound;
+  gbNetShm_t* shm;      /* same-host peer: messages go through shared-memory rings */
+  unsigned idle;        /* shared-memory progress calls that moved nothing */
   atomic_int shut;      /* shutdown() was called (maybe from another thread) */
   gbResult_t err;       /* sticky: every later call returns it */
   char errMsg[320];
@@ -65,6 +70,16 @@ gbResult_t gbNetTcpIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** r
 gbResult_t gbNetTcpTest(gbNetReq_t* req, int* done);
 int gbNetTcpPollFds(gbNetReq_t* req, uint64_t round, struct pollfd* fds, int max);
 void gbNetTcpReqInfo(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* bytes);
+/* Shared memory for a same-host peer (shm.c), set up over socket 0 right
+ * after the sockets: the connecting side offers a segment (or declines),
+ * the accepting side answers. Either side may fall back to TCP. */
+gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag);
+gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag);
+/* Moves what the rings allow for the queued requests, both directions. */
+gbResult_t gbNetTcpShmProgress(gbNetConn_t* c);
+void gbNetTcpShmShutdown(gbNetConn_t* c);
+void gbNetTcpShmClose(gbNetConn_t* c);
+
 /* Frees a request (to the connection's free list). */
 void gbNetTcpReqFree(gbNetConn_t* c, gbNetReq_t* r);
 
