@@ -1,11 +1,12 @@
 # make        build (build/lib/libgpubridge.so, build/bin/gpubridge-{run,perf,info})
 # make demo   a simulated 4-rank job (nvidia:2 + amd:2): all-reduce 8 B .. 64 MiB, validated
 # make test   build, then every test suite
+# make bench-gloo / bench-mpi / bench-link   comparisons (bench/, docs/PERFORMANCE.md)
 BUILD ?= build
 WERROR ?= ON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build demo test clean env-doc
+.PHONY: all build demo test clean env-doc bench-gloo bench-mpi bench-link
 
 all: build
 
@@ -25,6 +26,22 @@ test: build
 # docs/ENV.md is generated from the parameter table.
 env-doc: build
 	$(BUILD)/bin/gpubridge-info -c --markdown > docs/ENV.md
+
+# Comparisons on this machine, each in one run; results and plots go to
+# $(BENCH_OUT), each ends with its ratio line (docs/PERFORMANCE.md).
+PYTHON ?= python3
+BENCH_OUT ?= docs/perf
+BENCH_ARGS = --build $(abspath $(BUILD)) --out $(abspath $(BENCH_OUT))
+
+bench-gloo: build
+	$(PYTHON) bench/bench_gloo.py $(BENCH_ARGS)
+
+bench-mpi: build
+	$(PYTHON) bench/bench_mpi.py $(BENCH_ARGS)
+
+# Needs root: network namespaces and tc.
+bench-link: build
+	$(PYTHON) bench/bench_link.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -77,7 +77,7 @@ void gbCommFree(gbComm_t c) {
   logTraffic(&c->world);
   logTraffic(&c->bridge);
   logTraffic(&c->island);
-  if (c->myRail >= 0) logTraffic(&c->rails[c->myRail]);
+  if (c->rails && c->myRail >= 0) logTraffic(&c->rails[c->myRail]);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
   for (int i = 0; i < c->nrails; i++) freeGroup(c, &c->rails[i]);
   free(c->rails);

@@ -14,7 +14,7 @@
 typedef struct {
   volatile uint64_t value;
   volatile int error;
-  int pad;
+  int sleepers; /* host waiters asleep on it (flag.c), so setters know to wake them */
 } gbFlag_t;
 
 /* Work a stream runs on the host (the host device's island steps). */

@@ -2,7 +2,10 @@
  * hand work over through gbFlag_t words in host memory. */
 #include "device/device.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/result.h"
@@ -10,9 +13,33 @@
 /* Busy-wait iterations before falling back to polling: covers the common case
  * of a release that is microseconds away without giving up the core. */
 #define SPIN_ITERATIONS 2000
-/* Between polls: short enough to keep hand-over latency low, long enough not
- * to burn a core during a long wait. */
+/* Longest sleep between looks: a flag a GPU writes wakes nobody, so the
+ * waiter looks again this often; a flag set on the host wakes it at once. */
 #define POLL_INTERVAL_NS 20000
+
+/* The flag's low 32 bits of value, which every store changes, as a futex
+ * word (little-endian hosts; elsewhere the sleep alone bounds the wait).
+ * flag->sleepers counts sleeping waiters, so a setter without any makes no call. */
+static uint32_t* futexWord(gbFlag_t* flag) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return (uint32_t*)(void*)&flag->value;
+#else
+  (void)flag;
+  return NULL;
+#endif
+}
+
+static void sleepOn(gbFlag_t* flag, uint64_t seen) {
+  const struct timespec interval = {0, POLL_INTERVAL_NS};
+  uint32_t* word = futexWord(flag);
+  if (!word) {
+    nanosleep(&interval, NULL);
+    return;
+  }
+  __atomic_add_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (uint32_t)seen, &interval, NULL, 0);
+  __atomic_sub_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
+}
 
 static inline void cpuRelax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,7 +54,10 @@ static inline void cpuRelax(void) {
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
   /* The error goes first so that a waiter that sees the new value also sees it. */
   if (error != 0) __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);
-  __atomic_store_n(&flag->value, value, __ATOMIC_RELEASE);
+  __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
+  uint32_t* word = futexWord(flag);
+  if (word && __atomic_load_n(&flag->sleepers, __ATOMIC_SEQ_CST) > 0)
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 
 /* 1 when the wait is over; *res says how. */
@@ -62,11 +92,11 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
     if (check(flag, value, abortFlag, &res)) return res;
     cpuRelax();
   }
-  const struct timespec interval = {0, POLL_INTERVAL_NS};
   for (;;) {
+    uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);
     if (check(flag, value, abortFlag, &res)) return res;
     if (gbDeadlinePassed(deadline)) break;
-    nanosleep(&interval, NULL);
+    sleepOn(flag, seen);
   }
   /* One last look: the release may have landed during the final interval. */
   if (check(flag, value, abortFlag, &res)) return res;

@@ -78,6 +78,13 @@ def main():
              ["all_reduce", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1"])
     run_perf("broadcast every type", n,
              ["broadcast", "-b", "1K", "-e", "1K", "-d", "all", "-n", "2", "-c", "1", "-r", str(n - 1)])
+    # The other collectives, native (NCCL's own calls), every row validated.
+    for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
+        run_perf("%s native" % coll, n, [coll, "-b", "1K", "-e", "64M", "-f", "8", "-c", "1"])
+    run_perf("reduce_scatter every type and op", n,
+             ["reduce_scatter", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1"])
+    run_perf("reduce every type and op", n,
+             ["reduce", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1", "-r", str(n - 1)])
     mid = sizes(8, 16 << 20, 8)
     run_perf("all_reduce flat", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
              extra={"GPUBRIDGE_POLICY": "flat"}, expect_sizes=mid)
@@ -86,6 +93,16 @@ def main():
                  extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
         run_perf("broadcast split-test", n, ["broadcast", "-b", "8", "-e", "16M", "-f", "8", "-c", "1", "-r", "1"],
                  extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
+        # Across the bridge: every other collective, and all-reduce under split-rail.
+        for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
+            run_perf("%s split-test" % coll, n, [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
+                     extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, split=True)
+        run_perf("reduce_scatter split-test every type and op", n,
+                 ["reduce_scatter", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1"],
+                 extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, split=True)
+        run_perf("all_reduce split-rail", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
+                 extra={"GPUBRIDGE_SPLIT_TEST": "alternate", "GPUBRIDGE_POLICY": "split-rail"}, expect_sizes=mid,
+                 split=True)
     print("\nPASS: gpu basic (%d rank%s)" % (n, "s" if n != 1 else ""))
     return 0
 

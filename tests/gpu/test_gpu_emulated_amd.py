@@ -92,7 +92,7 @@ def run_perf(name, args, env, expect_sizes):
     p, lines, header = run_job(name, cmd, env)
     if "(nvidia: ranks 0-1, amd-emulated: ranks 2-3)" not in header:
         fail("%s: the islands are not nvidia 0-1 and amd-emulated 2-3: %s" % (name, header))
-    if not re.search(r"policy hierarchical, real$", header):
+    if not re.search(r"policy (hierarchical|split-rail), real$", header):
         fail("%s: expected a hierarchical job on real GPUs: %s" % (name, header))
     devices = [l for l in lines if l.startswith("#  Rank ")]
     for r in range(NRANKS):
@@ -127,6 +127,13 @@ def main():
              env, big)
     run_perf("broadcast, nvidia 0-1 + emulated AMD 2-3", ["broadcast", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"],
              env, big)
+    mid = sizes(1024, 16 << 20, 8)
+    for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
+        run_perf("%s, nvidia 0-1 + emulated AMD 2-3" % coll, [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
+                 env, mid)
+    split_rail = dict(env, GPUBRIDGE_POLICY="split-rail")
+    run_perf("all_reduce split-rail, nvidia 0-1 + emulated AMD 2-3",
+             ["all_reduce", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"], split_rail, big)
     print("\nPASS: gpu emulated AMD (2 NVIDIA ranks + 2 emulated AMD ranks on 2 GPUs)")
     return 0
 

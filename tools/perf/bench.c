@@ -1,117 +1,91 @@
-/* One sweep over the sizes for a (type, op, root): per size, an optional
- * check run, warm-up, then the timed iterations, out of place and in place;
- * then the ranks' times and counts are combined and rank 0 prints the row. */
-#include <time.h>
+/* One sweep over the sizes for a (type, op, root): per size, out of place and
+ * (where the collective has one) in place, an optional check run, warm-up,
+ * then the timed iterations, with guard areas set before and checked after;
+ * with --baseline the same again through the vendor library alone. Then the
+ * ranks' times and counts are combined and rank 0 prints the row. */
 #include "perf.h"
 
-static double nowSeconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
+/* What one (target, form) measurement found on this rank. */
 typedef struct {
-  perfCtx_t* ctx;
-  const perfOptions_t* opts;
-  gbDataType_t dt;
-  gbRedOp_t op;
-  int root;
-} sweep_t;
+  double seconds;
+  uint64_t wrong, outOfBounds;
+} half_t;
 
-static void enqueue(const sweep_t* s, const void* send, void* recv, size_t count) {
-  perfCtx_t* ctx = s->ctx;
-  if (s->opts->coll == PERF_BROADCAST) {
-    perfCheck(gbBroadcast(send, recv, count, s->dt, s->root, ctx->comm, ctx->stream), "gbBroadcast");
-  } else {
-    perfCheck(gbAllReduce(send, recv, count, s->dt, s->op, ctx->comm, ctx->stream), "gbAllReduce");
-  }
+static void runHalf(const perfRun_t* r, perfState_t* st, size_t count, int inPlace, half_t* h) {
+  perfCtx_t* ctx = r->ctx;
+  perfLayout_t l;
+  perfCollLayout(r->coll, count, ctx->topo.rank, ctx->topo.nranks, &l);
+  size_t size = perfTypeSize(r->dt);
+  size_t sendBytes = inPlace ? 0 : l.sendElems * size;
+  size_t recvBytes = (inPlace ? l.inPlaceElems : l.recvElems) * size;
+  if (!inPlace) perfBufferGuardSet(&st->send, sendBytes);
+  perfBufferGuardSet(&st->recv, recvBytes);
+  h->wrong = r->opts->check ? perfMeasureCheck(r, st, count, inPlace) : 0;
+  h->seconds = perfMeasureTime(r, st, count, inPlace);
+  h->outOfBounds = perfBufferGuardCheck(&st->recv, recvBytes);
+  if (!inPlace) h->outOfBounds += perfBufferGuardCheck(&st->send, sendBytes);
+  if (h->outOfBounds)
+    fprintf(stderr, "gpubridge-perf: rank %d: %s%s %s count %zu %s: %llu guard bytes changed\n", ctx->topo.rank,
+            r->vendor ? "baseline " : "", perfCollName(r->coll), perfTypeName(r->dt), count,
+            inPlace ? "in-place" : "out-of-place", (unsigned long long)h->outOfBounds);
 }
 
-/* Average seconds per iteration: the enqueue loop plus the final synchronize. */
-static double timeIters(const sweep_t* s, const void* send, void* recv, size_t count) {
-  for (int k = 0; k < s->opts->warmup; k++) enqueue(s, send, recv, count);
-  perfSync(s->ctx);
-  double t0 = nowSeconds();
-  for (int k = 0; k < s->opts->iters; k++) {
-    enqueue(s, send, recv, count);
-    if (s->opts->blocking) perfSync(s->ctx);
-  }
-  perfSync(s->ctx);
-  return (nowSeconds() - t0) / s->opts->iters;
-}
-
-/* Runs once with fresh inputs and counts this rank's wrong elements. */
-static uint64_t checkRun(const sweep_t* s, perfState_t* st, size_t count, int inPlace) {
-  perfCheckSpec_t spec = {s->opts->coll, s->dt, s->op, s->root, s->ctx->topo.rank, s->ctx->topo.nranks};
-  size_t bytes = count * perfTypeSize(s->dt);
-  perfBuffer_t* in = inPlace ? &st->recv : &st->send;
-  perfBufferFillInput(in, count, &spec, &st->host);
-  if (!inPlace) perfBufferPoison(&st->recv, bytes, &st->host);
-  enqueue(s, in->data, st->recv.data, count);
-  perfSync(s->ctx);
-  return perfBufferCheck(&st->recv, count, &spec, &st->host, inPlace ? "in-place" : "out-of-place");
-}
-
-static double busFactor(const perfOptions_t* opts, int nranks) {
-  if (opts->coll == PERF_BROADCAST) return 1.0;
-  return nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
-}
-
-/* The printed time from every rank's, as -a says. Collective: every rank. */
-static void combineTimes(perfCtx_t* ctx, const perfOptions_t* opts, double t[2]) {
-  switch (opts->average) {
-    case PERF_AVG_RANK0: return; /* rank 0 prints its own */
-    case PERF_AVG_MIN: perfRanksCombineDouble(ctx, t, 2, gbMin); return;
-    case PERF_AVG_MAX: perfRanksCombineDouble(ctx, t, 2, gbMax); return;
-    default:
-      perfRanksCombineDouble(ctx, t, 2, gbSum);
-      t[0] /= ctx->topo.nranks;
-      t[1] /= ctx->topo.nranks;
-      return;
-  }
-}
-
-static void fillHalf(perfHalf_t* h, double seconds, size_t bytes, double factor, uint64_t wrong) {
+static void fillHalf(perfHalf_t* h, int ran, double seconds, size_t bytes, double factor, uint64_t wrong) {
+  h->ran = ran;
   h->timeUs = seconds * 1e6;
   h->algBw = seconds > 0 ? (double)bytes / seconds / 1e9 : 0.0;
   h->busBw = h->algBw * factor;
   h->wrong = wrong;
 }
 
-static void runSize(const sweep_t* s, perfState_t* st, perfTable_t* table, size_t bytes) {
-  perfCtx_t* ctx = s->ctx;
-  size_t count = bytes / perfTypeSize(s->dt);
-  perfBufferGuardSet(&st->send, bytes);
-  perfBufferGuardSet(&st->recv, bytes);
+/* Index of each form in the arrays below: gpubridge out of place, in place,
+ * then the baseline's. */
+#define FORMS 4
 
-  uint64_t counts[3] = {0, 0, 0}; /* wrong out of place, wrong in place, out of bounds */
-  double t[2];
-  if (s->opts->check) counts[0] = checkRun(s, st, count, 0);
-  t[0] = timeIters(s, st->send.data, st->recv.data, count);
-  if (s->opts->check) counts[1] = checkRun(s, st, count, 1);
-  t[1] = timeIters(s, st->recv.data, st->recv.data, count);
-  counts[2] = perfBufferGuardCheck(&st->send, bytes) + perfBufferGuardCheck(&st->recv, bytes);
-  if (counts[2])
-    fprintf(stderr, "gpubridge-perf: rank %d: %s %s %zu B: %llu guard bytes changed\n", ctx->topo.rank,
-            perfCollName(s->opts->coll), perfTypeName(s->dt), bytes, (unsigned long long)counts[2]);
-
-  combineTimes(ctx, s->opts, t);
-  perfRanksSumU64(ctx, counts, 3);
-  st->wrong += counts[0] + counts[1];
-  st->outOfBounds += counts[2];
+static void runSize(perfRun_t* runs[2], perfState_t* st, perfTable_t* table, size_t bytes, size_t count) {
+  perfRun_t* gb = runs[0];
+  perfCtx_t* ctx = gb->ctx;
+  int inPlace = perfCollHasInPlace(gb->coll);
+  half_t h[FORMS] = {{0}};
+  for (int k = 0; k < FORMS; k++) {
+    const perfRun_t* r = runs[k / 2];
+    if (!r || (k % 2 == 1 && !inPlace)) continue;
+    runHalf(r, st, count, k % 2, &h[k]);
+  }
+  double t[FORMS];
+  uint64_t counts[FORMS + 1] = {0};
+  for (int k = 0; k < FORMS; k++) {
+    t[k] = h[k].seconds;
+    counts[k] = h[k].wrong;
+    counts[FORMS] += h[k].outOfBounds;
+  }
+  perfMeasureCombine(ctx, gb->opts, t, FORMS);
+  perfRanksSumU64(ctx, counts, FORMS + 1);
+  for (int k = 0; k < FORMS; k++) st->wrong += counts[k];
+  st->outOfBounds += counts[FORMS];
   if (ctx->topo.rank != 0) return;
 
-  double factor = busFactor(s->opts, ctx->topo.nranks);
-  perfRow_t row = {.bytes = bytes, .count = count, .dt = s->dt, .op = s->op,
-                   .root = s->opts->coll == PERF_BROADCAST ? s->root : -1};
-  fillHalf(&row.outOfPlace, t[0], bytes, factor, counts[0]);
-  fillHalf(&row.inPlace, t[1], bytes, factor, counts[1]);
-  perfTableRow(table, s->opts, ctx, &row);
+  double factor = perfCollBusFactor(gb->coll, ctx->topo.nranks);
+  perfRow_t rows[2];
+  for (int k = 0; k < 2; k++) {
+    perfRow_t* row = &rows[k];
+    *row = (perfRow_t){.bytes = bytes, .count = count, .dt = gb->dt, .op = gb->op,
+                       .root = perfCollRooted(gb->coll) ? gb->root : -1};
+    fillHalf(&row->outOfPlace, 1, t[2 * k], bytes, factor, counts[2 * k]);
+    fillHalf(&row->inPlace, inPlace, t[2 * k + 1], bytes, factor, counts[2 * k + 1]);
+  }
+  perfRun_t* base = runs[1];
+  perfTableRow(table, gb->opts, ctx, &rows[0], base ? &rows[1] : NULL, base ? perfVendorLabel(base->vendor) : NULL);
 }
 
-void perfBenchSweep(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* state,
-                    perfTable_t* table, gbDataType_t dt, gbRedOp_t op, int root) {
-  sweep_t s = {ctx, opts, dt, op, root};
+void perfBenchSweep(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* state, perfTable_t* table,
+                    perfVendor_t* baseline, gbDataType_t dt, gbRedOp_t op, int root) {
+  perfRun_t gb = {ctx, opts, opts->coll, dt, op, root, ctx->comm, NULL};
+  perfRun_t vendor = gb;
+  vendor.vendor = baseline;
+  perfRun_t* runs[2] = {&gb, baseline ? &vendor : NULL};
+  /* A size is nranks parts of count elements for all_gather, reduce_scatter, alltoall. */
+  size_t unit = perfTypeSize(dt) * (size_t)perfCollParts(opts->coll, ctx->topo.nranks);
   size_t raw = 0, bytes = 0;
-  while (perfOptionsNextSize(opts, perfTypeSize(dt), &raw, &bytes)) runSize(&s, state, table, bytes);
+  while (perfOptionsNextSize(opts, unit, &raw, &bytes)) runSize(runs, state, table, bytes, bytes / unit);
 }

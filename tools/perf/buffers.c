@@ -1,19 +1,10 @@
-/* Device buffers with guard areas, and the data of a check run.
- *
- * Inputs are small integers, so the exact result does not depend on the order
- * in which the library reduces: element i on rank r is ((7r + 3i) mod 5) + 1
- * for sum, max, min and avg, and 2 where (r + i) mod 3 == 0, else 1, for prod.
- * Both repeat every 15 elements, so one period of inputs and expected results
- * is computed per check, in 64-bit integers or doubles, then encoded in the
- * type. Broadcast: the root holds the sum pattern of its rank; the others hold
- * poison, which no correct result equals. */
+/* Device buffers with guard areas, and moving a check run's data in and out
+ * of them (the values themselves come from pattern.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "perf.h"
 
-#define PERIOD 15
-#define POISON_BYTE 0xEE
 
 static unsigned char guardPattern[PERF_GUARD_BYTES];
 static unsigned char guardRead[PERF_GUARD_BYTES];
@@ -73,56 +64,6 @@ uint64_t perfBufferGuardCheck(const perfBuffer_t* buf, size_t bytes) {
   return bad;
 }
 
-static int64_t sumValue(int r, size_t i) {
-  return (int64_t)((((size_t)r % 5) * 7 + (i % 5) * 3) % 5) + 1;
-}
-
-static int64_t prodValue(int r, size_t i) {
-  return (((size_t)r % 3) + (i % 3)) % 3 == 0 ? 2 : 1;
-}
-
-static int64_t inputValue(const perfCheckSpec_t* s, int r, size_t i) {
-  return s->coll == PERF_ALL_REDUCE && s->op == gbProd ? prodValue(r, i) : sumValue(r, i);
-}
-
-/* One period of this rank's input bits; returns 0 where the rank holds poison. */
-static int inputPeriod(const perfCheckSpec_t* s, uint64_t bits[PERIOD]) {
-  if (s->coll == PERF_BROADCAST && s->rank != s->root) return 0;
-  for (size_t i = 0; i < PERIOD; i++) bits[i] = perfTypeBitsFromInt(s->dt, inputValue(s, s->rank, i));
-  return 1;
-}
-
-/* One period of the expected result's bits, computed from every rank's input. */
-static void expectedPeriod(const perfCheckSpec_t* s, uint64_t bits[PERIOD]) {
-  for (size_t i = 0; i < PERIOD; i++) {
-    if (s->coll == PERF_BROADCAST) {
-      bits[i] = perfTypeBitsFromInt(s->dt, sumValue(s->root, i));
-      continue;
-    }
-    int64_t sum = 0, mx = INT64_MIN, mn = INT64_MAX;
-    uint64_t prod = 1; /* wraps like the integer types do */
-    double fprod = 1.0;
-    for (int r = 0; r < s->nranks; r++) {
-      int64_t v = inputValue(s, r, i);
-      sum += v;
-      prod *= (uint64_t)v;
-      fprod *= (double)v;
-      if (v > mx) mx = v;
-      if (v < mn) mn = v;
-    }
-    switch (s->op) {
-      case gbSum: bits[i] = perfTypeBitsFromInt(s->dt, sum); break;
-      case gbProd:
-        bits[i] = perfTypeIsFloat(s->dt) ? perfTypeBitsFromDouble(s->dt, fprod)
-                                         : perfTypeBitsFromInt(s->dt, (int64_t)prod);
-        break;
-      case gbMax: bits[i] = perfTypeBitsFromInt(s->dt, mx); break;
-      case gbMin: bits[i] = perfTypeBitsFromInt(s->dt, mn); break;
-      default: bits[i] = perfTypeBitsFromDouble(s->dt, (double)sum / s->nranks); break;
-    }
-  }
-}
-
 static void hostReserve(perfHost_t* host, size_t bytes) {
   if (host->capacity >= bytes) return;
   free(host->host);
@@ -134,59 +75,61 @@ static void hostReserve(perfHost_t* host, size_t bytes) {
   host->capacity = bytes;
 }
 
-void perfBufferPoison(perfBuffer_t* buf, size_t bytes, perfHost_t* host) {
+void perfBufferPoison(perfBuffer_t* buf, size_t at, size_t elems, gbDataType_t dt, perfHost_t* host) {
+  size_t size = perfTypeSize(dt), bytes = elems * size;
   hostReserve(host, bytes);
-  memset(host->host, POISON_BYTE, bytes);
-  perfCheck(gbMemcpyToDevice(buf->data, host->host, bytes), "gbMemcpyToDevice");
+  memset(host->host, PERF_POISON_BYTE, bytes);
+  perfCheck(gbMemcpyToDevice(buf->data + at * size, host->host, bytes), "gbMemcpyToDevice");
 }
 
-void perfBufferFillInput(perfBuffer_t* buf, size_t count, const perfCheckSpec_t* spec, perfHost_t* host) {
-  size_t bytes = count * perfTypeSize(spec->dt);
-  uint64_t bits[PERIOD];
-  if (!inputPeriod(spec, bits)) {
-    perfBufferPoison(buf, bytes, host);
+void perfBufferFillInput(perfBuffer_t* buf, size_t at, size_t elems, const perfPattern_t* p, perfHost_t* host) {
+  gbDataType_t dt = perfPatternSpec(p)->dt;
+  if (!perfPatternHasInput(p)) {
+    perfBufferPoison(buf, at, elems, dt, host);
     return;
   }
-  hostReserve(host, bytes);
-  for (size_t i = 0; i < count; i++) perfTypeStore(host->host, i, spec->dt, bits[i % PERIOD]);
-  perfCheck(gbMemcpyToDevice(buf->data, host->host, bytes), "gbMemcpyToDevice");
+  size_t size = perfTypeSize(dt);
+  hostReserve(host, elems * size);
+  for (size_t i = 0; i < elems; i++) perfTypeStore(host->host, i, dt, perfPatternInput(p, i));
+  perfCheck(gbMemcpyToDevice(buf->data + at * size, host->host, elems * size), "gbMemcpyToDevice");
 }
 
-uint64_t perfBufferCheck(const perfBuffer_t* buf, size_t count, const perfCheckSpec_t* spec,
-                         perfHost_t* host, const char* where) {
-  size_t bytes = count * perfTypeSize(spec->dt);
-  hostReserve(host, bytes);
-  perfCheck(gbMemcpyToHost(host->host, buf->data, bytes), "gbMemcpyToHost");
-  uint64_t expect[PERIOD];
-  expectedPeriod(spec, expect);
-  /* avg on the 16-bit floats divides in float and rounds once more: one ulp. */
-  int slack = spec->coll == PERF_ALL_REDUCE && spec->op == gbAvg &&
-              (spec->dt == gbFloat16 || spec->dt == gbBfloat16);
-  uint64_t wrong = 0;
+static void report(const perfPattern_t* p, int inPlace, size_t elems, uint64_t wrong, size_t first,
+                   uint64_t got, uint64_t want) {
+  const perfCheckSpec_t* s = perfPatternSpec(p);
+  char what[48] = "";
+  if (perfCollReduces(s->coll)) snprintf(what, sizeof(what), " %s", perfOpName(s->op));
+  if (perfCollRooted(s->coll))
+    snprintf(what + strlen(what), sizeof(what) - strlen(what), " root %d", s->root);
+  fprintf(stderr,
+          "gpubridge-perf: rank %d: %s %s%s count %zu %s: %llu of %zu elements wrong; "
+          "first at %zu: got %g (0x%llx), expected %g (0x%llx)\n",
+          s->rank, perfCollName(s->coll), perfTypeName(s->dt), what, s->count,
+          inPlace ? "in-place" : "out-of-place", (unsigned long long)wrong, elems, first,
+          perfTypeBitsToDouble(s->dt, got), (unsigned long long)got, perfTypeBitsToDouble(s->dt, want),
+          (unsigned long long)want);
+}
+
+uint64_t perfBufferCheck(const perfBuffer_t* buf, size_t at, size_t elems, const perfPattern_t* p, int inPlace,
+                         perfHost_t* host) {
+  gbDataType_t dt = perfPatternSpec(p)->dt;
+  size_t size = perfTypeSize(dt);
+  hostReserve(host, elems * size);
+  perfCheck(gbMemcpyToHost(host->host, buf->data + at * size, elems * size), "gbMemcpyToHost");
+  int slack = perfPatternSlack(p);
+  uint64_t wrong = 0, firstGot = 0, firstWant = 0;
   size_t first = 0;
-  uint64_t firstGot = 0;
-  for (size_t i = 0; i < count; i++) {
-    uint64_t got = perfTypeLoad(host->host, i, spec->dt);
-    uint64_t want = expect[i % PERIOD];
+  for (size_t i = 0; i < elems; i++) {
+    uint64_t got = perfTypeLoad(host->host, i, dt);
+    uint64_t want = perfPatternExpected(p, i, inPlace);
     if (got == want) continue;
     if (slack && (got == want + 1 || got + 1 == want)) continue; /* positive values: bits are monotonic */
     if (wrong++ == 0) {
       first = i;
       firstGot = got;
+      firstWant = want;
     }
   }
-  if (wrong) {
-    char what[32];
-    if (spec->coll == PERF_BROADCAST) snprintf(what, sizeof(what), "root %d", spec->root);
-    else snprintf(what, sizeof(what), "%s", perfOpName(spec->op));
-    fprintf(stderr,
-            "gpubridge-perf: rank %d: %s %s %s %zu B %s: %llu of %zu elements wrong; "
-            "first at %zu: got %g (0x%llx), expected %g (0x%llx)\n",
-            spec->rank, perfCollName(spec->coll), perfTypeName(spec->dt),
-            what, bytes, where,
-            (unsigned long long)wrong, count, first, perfTypeBitsToDouble(spec->dt, firstGot),
-            (unsigned long long)firstGot, perfTypeBitsToDouble(spec->dt, expect[first % PERIOD]),
-            (unsigned long long)expect[first % PERIOD]);
-  }
+  if (wrong) report(p, inPlace, elems, wrong, first, firstGot, firstWant);
   return wrong;
 }

@@ -10,7 +10,8 @@
 #include "perf.h"
 
 static const char usageText[] =
-    "usage: gpubridge-perf all_reduce|broadcast [flags]\n"
+    "usage: gpubridge-perf COLLECTIVE [flags]\n"
+    "  COLLECTIVE: all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, sendrecv\n"
     "  -b, --minbytes N        smallest size in bytes, K/M/G suffixes (1024-based) (32M)\n"
     "  -e, --maxbytes N        largest size in bytes (32M)\n"
     "  -f, --stepfactor N      multiply the size by N each step (2)\n"
@@ -21,12 +22,15 @@ static const char usageText[] =
     "  -o, --op OP             sum|prod|min|max|avg|all (sum)\n"
     "  -d, --datatype T        int8|uint8|int32|uint32|int64|uint64|half|float16|float|\n"
     "                          float32|double|float64|bfloat16|all (float)\n"
-    "  -r, --root N            broadcast root (0)\n"
+    "  -r, --root N            root of broadcast and reduce (0)\n"
     "  -z, --blocking 0|1      0: enqueue all iterations, then synchronize; 1: synchronize\n"
     "                          after each (0)\n"
     "  -a, --average 0|1|2|3   printed time: 0 rank 0's, 1 mean, 2 min, 3 max over ranks (1)\n"
     "  -T, --timeout S         every wait's deadline in seconds (GPUBRIDGE_TIMEOUT)\n"
     "  -J, --output_file F     also write the results to F, one JSON object a line\n"
+    "      --tune FILE         all_reduce: time every policy per size, write the fastest\n"
+    "                          as a thresholds file (GPUBRIDGE_THRESHOLDS, policy tuned)\n"
+    "      --baseline          real GPUs: also run each size through NCCL or RCCL alone\n"
     "  -h, --help              this text\n"
     "Start one process per rank: gpubridge-run -n 4 --vendors nvidia:2,amd:2 -- \\\n"
     "  gpubridge-perf all_reduce -b 8 -e 64M -f 2\n";
@@ -137,7 +141,7 @@ static void setDefaults(perfOptions_t* opts) {
 
 /* Whether at least one requested (type, op) pair is defined. */
 static int anyValidPair(const perfOptions_t* opts) {
-  if (opts->coll == PERF_BROADCAST) return 1;
+  if (!perfCollReduces(opts->coll)) return 1;
   for (int t = 0; t < opts->nTypes; t++)
     for (int o = 0; o < opts->nOps; o++)
       if (perfOpValid(opts->ops[o], opts->types[t])) return 1;
@@ -153,6 +157,7 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
       {"blocking", required_argument, 0, 'z'},   {"average", required_argument, 0, 'a'},
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
+      {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
       {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
   setDefaults(opts);
   opterr = 0; /* our own messages, with the flag's name */
@@ -203,6 +208,11 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       case 'J': if (a[0] == '\0') return fail("-J wants a file name%s", "");
                 opts->jsonPath = a;
                 break;
+      case 'U': if (a[0] == '\0') return fail("--tune wants a file name%s", "");
+                opts->tunePath = a;
+                break;
+      case 'B': opts->baseline = 1;
+                break;
       case 'h': {
         /* Once per job, not once per rank, when a launcher set RANK. */
         const char* rank = getenv("RANK");
@@ -213,27 +223,23 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       default: return fail("unknown flag '%s'", flagName(argv));
     }
   }
-  if (optind >= argc) return fail("which collective? all_reduce or broadcast%s", "");
+  if (optind >= argc)
+    return fail("which collective? all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall "
+                "or sendrecv%s", "");
   if (optind + 1 < argc) return fail("one collective only; unexpected '%s'", argv[optind + 1]);
-  const char* name = argv[optind];
-  if (strcmp(name, "all_reduce") == 0 || strcmp(name, "allreduce") == 0) {
-    opts->coll = PERF_ALL_REDUCE;
-  } else if (strcmp(name, "broadcast") == 0) {
-    opts->coll = PERF_BROADCAST;
-  } else {
-    return fail("unknown collective '%s': all_reduce or broadcast", name);
-  }
+  if (perfCollFromName(argv[optind], &opts->coll) != 0)
+    return fail("unknown collective '%s': all_reduce, broadcast, reduce, all_gather, reduce_scatter, "
+                "alltoall or sendrecv", argv[optind]);
+  if (opts->tunePath && opts->coll != PERF_ALL_REDUCE)
+    return fail("--tune measures all_reduce only; got '%s'", argv[optind]);
+  if (opts->tunePath && opts->baseline) return fail("--tune and --baseline are separate runs%s", "");
   if (opts->minBytes > opts->maxBytes) return fail("-b is larger than -e%s", "");
   if (!anyValidPair(opts))
     return fail("avg needs a floating type (half, float, double, bfloat16)%s", "");
   return 0;
 }
 
-const char* perfCollName(perfColl_t coll) {
-  return coll == PERF_BROADCAST ? "broadcast" : "all_reduce";
-}
-
-int perfOptionsNextSize(const perfOptions_t* opts, size_t elemSize, size_t* raw, size_t* bytes) {
+int perfOptionsNextSize(const perfOptions_t* opts, size_t unit, size_t* raw, size_t* bytes) {
   for (;;) {
     int first = *raw == 0;
     size_t next;
@@ -248,16 +254,18 @@ int perfOptionsNextSize(const perfOptions_t* opts, size_t elemSize, size_t* raw,
     }
     if (next > opts->maxBytes) return 0;
     *raw = next;
-    size_t count = next / elemSize;
-    if (count == 0) count = 1;
-    if (!first && count * elemSize == *bytes) continue; /* the same size once more */
-    *bytes = count * elemSize;
+    size_t units = next / unit;
+    if (units == 0) units = 1;
+    if (!first && units * unit == *bytes) continue; /* the same size once more */
+    *bytes = units * unit;
     return 1;
   }
 }
 
-size_t perfOptionsMaxBytes(const perfOptions_t* opts) {
-  /* Rounded down to whole elements, except that one element is always run. */
-  size_t bytes = opts->maxBytes < 8 ? 8 : opts->maxBytes;
+size_t perfOptionsMaxBytes(const perfOptions_t* opts, int nranks) {
+  /* Rounded down to whole units, except that one unit (an element per part)
+   * is always run. */
+  size_t least = 8 * (size_t)perfCollParts(opts->coll, nranks);
+  size_t bytes = opts->maxBytes < least ? least : opts->maxBytes;
   return (bytes + 63) & ~(size_t)63;
 }

@@ -1,12 +1,20 @@
 /* gpubridge-perf: an nccl-tests-style benchmark of gpubridge's collectives.
  * Uses only the public API (gpubridge/gpubridge.h). The pieces:
- *   options.c  command line (parsed before init, so bad flags fail alike everywhere)
- *   types.c    data type and op tables, float16/bfloat16 encodings
- *   buffers.c  device buffers with guard areas, fill and check
- *   ranks.c    small collectives that combine per-rank numbers
- *   table.c    the printed table and the JSON lines
- *   bench.c    one (type, op, root) sweep over the sizes
- *   main.c     init, the sweeps, the exit status */
+ *   options.c     command line (parsed before init, so bad flags fail alike everywhere)
+ *   colls.c       the collectives: names, sizes, bus factors, in-place layout, the calls
+ *   types.c       data type and op tables, float16/bfloat16 encodings
+ *   pattern.c     check inputs and expected results, computed independently
+ *   buffers.c     device buffers with guard areas, fill and compare
+ *   ranks.c       small collectives that combine per-rank numbers
+ *   describe.c    what each rank runs on: host, device, vendor library version
+ *   meta.c        run metadata: version, mode, GPUBRIDGE_* variables
+ *   table.c       the printed table and the JSON lines
+ *   measure.c     one timed or checked run of a collective
+ *   bench.c       one (type, op, root) sweep over the sizes, with --baseline
+ *   tune.c        --tune: the fastest all-reduce policy per size
+ *   thresholds.c  the thresholds file --tune writes
+ *   vendor.c      NCCL or RCCL alone, loaded with dlopen, for --baseline
+ *   main.c        init, the sweeps, the exit status */
 #ifndef GB_PERF_PERF_H
 #define GB_PERF_PERF_H
 
@@ -17,9 +25,46 @@
 
 #define PERF_EXIT_USAGE 2
 
-/* ----------------------------------------------------------------- options */
+/* ------------------------------------------------------------- collectives */
 
-typedef enum { PERF_ALL_REDUCE = 0, PERF_BROADCAST = 1 } perfColl_t;
+typedef enum {
+  PERF_ALL_REDUCE = 0,
+  PERF_BROADCAST,
+  PERF_REDUCE,
+  PERF_ALL_GATHER,
+  PERF_REDUCE_SCATTER,
+  PERF_ALLTOALL,
+  PERF_SENDRECV,
+  PERF_NUM_COLLS
+} perfColl_t;
+
+const char* perfCollName(perfColl_t coll); /* nccl-tests' name: "all_reduce" */
+/* Returns 0 and sets *coll for a known name (nccl-tests' or without the '_'). */
+int perfCollFromName(const char* name, perfColl_t* coll);
+const char* perfCollCall(perfColl_t coll); /* "gbAllReduce" */
+int perfCollReduces(perfColl_t coll);   /* takes -o */
+int perfCollRooted(perfColl_t coll);    /* takes -r */
+int perfCollHasInPlace(perfColl_t coll); /* the header defines an in-place form */
+/* 1, or nranks where the size is the total of nranks equal parts (count each). */
+int perfCollParts(perfColl_t coll, int nranks);
+/* nccl-tests' busbw / algbw. */
+double perfCollBusFactor(perfColl_t coll, int nranks);
+
+/* Elements of one rank's buffers for a call with `count`, and where its send
+ * and receive pointers sit in the one buffer of an in-place call. */
+typedef struct {
+  size_t sendElems, recvElems;
+  size_t sendOff, recvOff; /* in place: send = buf + sendOff, recv = buf + recvOff */
+  size_t inPlaceElems;     /* elements of that one buffer */
+} perfLayout_t;
+
+void perfCollLayout(perfColl_t coll, size_t count, int rank, int nranks, perfLayout_t* layout);
+
+/* Enqueues one call of coll on gpubridge. */
+gbResult_t perfCollEnqueue(perfColl_t coll, const void* send, void* recv, size_t count, gbDataType_t dt,
+                           gbRedOp_t op, int root, gbComm_t comm, void* stream);
+
+/* ----------------------------------------------------------------- options */
 
 /* -a: how the ranks' times are combined into the printed one. */
 typedef enum { PERF_AVG_RANK0 = 0, PERF_AVG_MEAN = 1, PERF_AVG_MIN = 2, PERF_AVG_MAX = 3 } perfAverage_t;
@@ -35,22 +80,23 @@ typedef struct {
   gbDataType_t types[gbNumTypes];
   int nOps;
   gbRedOp_t ops[gbNumOps];
-  const char* jsonPath; /* NULL: none */
+  const char* jsonPath;  /* NULL: none */
+  const char* tunePath;  /* --tune FILE; NULL: none */
+  int baseline;          /* --baseline */
 } perfOptions_t;
 
 /* Parses argv. Returns 0 to run, 1 when -h printed the usage (exit 0), or
  * PERF_EXIT_USAGE after printing why the command line is wrong. */
 int perfOptionsParse(int argc, char** argv, perfOptions_t* opts);
 
-/* The sizes to run for one element size: -b to -e by -f or -i, each rounded
- * down to whole elements (at least one), repeats dropped. Start with *raw = 0;
- * each call sets *bytes to the next size and returns 1, or returns 0 at the end. */
-int perfOptionsNextSize(const perfOptions_t* opts, size_t elemSize, size_t* raw, size_t* bytes);
+/* The sizes to run for a unit of `unit` bytes (an element, or one element per
+ * part): -b to -e by -f or -i, each rounded down to whole units (at least one),
+ * repeats dropped. Start with *raw = 0; each call sets *bytes to the next size
+ * and returns 1, or returns 0 at the end. */
+int perfOptionsNextSize(const perfOptions_t* opts, size_t unit, size_t* raw, size_t* bytes);
 
-/* The largest byte count any size of any type may need. */
-size_t perfOptionsMaxBytes(const perfOptions_t* opts);
-
-const char* perfCollName(perfColl_t coll);
+/* The largest byte count any buffer of any size and type may need. */
+size_t perfOptionsMaxBytes(const perfOptions_t* opts, int nranks);
 
 /* ------------------------------------------------------------------- types */
 
@@ -71,6 +117,38 @@ double perfTypeBitsToDouble(gbDataType_t dt, uint64_t bits);
 uint64_t perfTypeLoad(const void* buf, size_t i, gbDataType_t dt);
 void perfTypeStore(void* buf, size_t i, gbDataType_t dt, uint64_t bits);
 
+/* ----------------------------------------------------------------- pattern */
+
+/* What one check run compares against. */
+typedef struct {
+  perfColl_t coll;
+  gbDataType_t dt;
+  gbRedOp_t op;
+  int root;
+  int rank, nranks;
+  size_t count; /* the call's count */
+} perfCheckSpec_t;
+
+/* The input and expected values of a check run, as element bits. */
+typedef struct perfPattern perfPattern_t;
+
+perfPattern_t* perfPatternCreate(const perfCheckSpec_t* spec);
+void perfPatternDestroy(perfPattern_t* p);
+const perfCheckSpec_t* perfPatternSpec(const perfPattern_t* p);
+/* Whether this rank sends data (a broadcast's non-roots hold poison). */
+int perfPatternHasInput(const perfPattern_t* p);
+/* Element i of this rank's send buffer. */
+uint64_t perfPatternInput(const perfPattern_t* p, size_t i);
+/* Element i of this rank's receive buffer after the call. Where the call must
+ * not write (a reduce's non-roots) that is what was there: the input in place,
+ * poison out of place. */
+uint64_t perfPatternExpected(const perfPattern_t* p, size_t i, int inPlace);
+/* The bits of a poisoned element. */
+uint64_t perfPatternPoison(const perfPattern_t* p);
+/* Differences of one unit in the last place that are accepted (avg on the
+ * 16-bit floats divides in float and rounds once more). */
+int perfPatternSlack(const perfPattern_t* p);
+
 /* ----------------------------------------------------------------- buffers */
 
 /* A device buffer between two guard areas. */
@@ -81,6 +159,8 @@ typedef struct {
 } perfBuffer_t;
 
 #define PERF_GUARD_BYTES 4096
+/* Every byte of a poisoned element: no correct result equals it. */
+#define PERF_POISON_BYTE 0xEE
 
 void perfBufferAlloc(perfBuffer_t* buf, size_t capacity);
 void perfBufferFree(perfBuffer_t* buf);
@@ -91,28 +171,21 @@ void perfBufferGuardSet(perfBuffer_t* buf, size_t bytes);
 /* Counts the guard bytes that changed since perfBufferGuardSet(buf, bytes). */
 uint64_t perfBufferGuardCheck(const perfBuffer_t* buf, size_t bytes);
 
-/* What one check run compares against. */
-typedef struct {
-  perfColl_t coll;
-  gbDataType_t dt;
-  gbRedOp_t op;
-  int root;
-  int rank, nranks;
-} perfCheckSpec_t;
-
 /* Host scratch big enough for the largest size; owned by the caller. */
 typedef struct {
   void* host;
   size_t capacity;
 } perfHost_t;
 
-/* Fills the first count elements of buf with this rank's input for spec. */
-void perfBufferFillInput(perfBuffer_t* buf, size_t count, const perfCheckSpec_t* spec, perfHost_t* host);
-/* Fills buf with a value no correct result equals. */
-void perfBufferPoison(perfBuffer_t* buf, size_t bytes, perfHost_t* host);
-/* Counts the elements of buf that differ from the expected result. */
-uint64_t perfBufferCheck(const perfBuffer_t* buf, size_t count, const perfCheckSpec_t* spec,
-                         perfHost_t* host, const char* where);
+/* Fills elems elements from element `at` of buf with a value no correct result
+ * equals. */
+void perfBufferPoison(perfBuffer_t* buf, size_t at, size_t elems, gbDataType_t dt, perfHost_t* host);
+/* Writes this rank's input into elems elements from element `at`. */
+void perfBufferFillInput(perfBuffer_t* buf, size_t at, size_t elems, const perfPattern_t* p, perfHost_t* host);
+/* Counts the elements from `at` that differ from the expected result of an
+ * in-place or out-of-place call; the first one is reported on stderr. */
+uint64_t perfBufferCheck(const perfBuffer_t* buf, size_t at, size_t elems, const perfPattern_t* p, int inPlace,
+                         perfHost_t* host);
 
 /* ------------------------------------------------------------------- ranks */
 
@@ -129,25 +202,54 @@ typedef struct {
  * (so the other ranks stop waiting for this one), and exits 1. */
 void perfCheck(gbResult_t res, const char* call);
 void perfCheckUseComm(gbComm_t comm);
-/* Synchronizes ctx's stream and fails on an asynchronous error. */
-void perfSync(perfCtx_t* ctx);
+/* Prints "gpubridge-perf: <why>" and stops like a failed perfCheck. */
+void perfFail(const char* why);
+/* Synchronizes ctx's stream and fails on an asynchronous error of comm. */
+void perfSyncComm(perfCtx_t* ctx, gbComm_t comm);
+void perfSync(perfCtx_t* ctx); /* of ctx->comm */
 
 /* values[k] = op over ranks of values[k], for n values. op: gbSum, gbMin, gbMax. */
 void perfRanksCombineDouble(perfCtx_t* ctx, double* values, int n, gbRedOp_t op);
 void perfRanksSumU64(perfCtx_t* ctx, uint64_t* values, int n);
+/* Copies n bytes of root's data to every rank's data. */
+void perfRanksBroadcast(perfCtx_t* ctx, void* data, size_t n, int root);
 
 /* One rank's description, gathered for the header. */
 typedef struct {
   int32_t pid;
   char host[60];
+  char device[64];  /* "simulated nvidia", "NVIDIA H200 (0000:1a:00.0)" */
+  char library[32]; /* "NCCL 2.28.3"; "" when simulated */
 } perfRankInfo_t;
 
+/* Fills this rank's record (describe.c). */
+void perfDescribeSelf(const perfCtx_t* ctx, perfRankInfo_t* mine);
 /* Returns a malloc'd array of nranks records, the same on every rank. */
 perfRankInfo_t* perfRanksGather(perfCtx_t* ctx);
+
+/* -------------------------------------------------------------------- meta */
+
+const char* perfRunKindName(int runKind);
+/* Whether an island is the emulated-AMD test rig (its label says "emulated"). */
+int perfHasEmulatedIsland(const gbTopology_t* t);
+const char* perfPolicyName(int policy);
+/* "simulated", "real", "real split-test", "real emulated-AMD". */
+void perfModeLabel(const gbTopology_t* t, char* buf, size_t len);
+/* "nvidia:2,amd:2": each island's vendor and size, in island order. */
+void perfLayoutLabel(const gbTopology_t* t, char* buf, size_t len);
+/* Now, UTC, as 2026-11-30T23:59:00Z. */
+void perfDateText(char* buf, size_t len);
+/* The '#' lines of version, mode, date and rank 0's GPUBRIDGE_* variables. */
+void perfMetaPrint(const perfCtx_t* ctx);
+/* The JSON file's first line: {"meta": {...}}. */
+void perfMetaJson(FILE* f, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRankInfo_t* ranks);
+/* s as a JSON string, quotes included. */
+void perfJsonString(FILE* f, const char* s);
 
 /* ------------------------------------------------------------------- table */
 
 typedef struct {
+  int ran; /* 0: no such form (in place of alltoall, sendrecv): printed N/A */
   double timeUs, algBw, busBw;
   uint64_t wrong;
 } perfHalf_t;
@@ -156,7 +258,7 @@ typedef struct {
   size_t bytes, count;
   gbDataType_t dt;
   gbRedOp_t op;
-  int root; /* -1 for all-reduce */
+  int root; /* -1 where the collective has none */
   perfHalf_t outOfPlace, inPlace;
 } perfRow_t;
 
@@ -170,15 +272,31 @@ typedef struct {
   int busBwCount;
 } perfTable_t;
 
-const char* perfRunKindName(int runKind);
-/* Whether an island is the emulated-AMD test rig (its label says "emulated"). */
-int perfHasEmulatedIsland(const gbTopology_t* t);
-const char* perfPolicyName(int policy);
 void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perfRankInfo_t* ranks);
-void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row);
+/* baseline and its label are NULL unless --baseline. */
+void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row,
+                  const perfRow_t* baseline, const char* baselineLabel);
 void perfTableFooter(perfTable_t* table, uint64_t outOfBounds);
 
-/* ------------------------------------------------------------------- bench */
+/* ---------------------------------------------------------------- baseline */
+
+/* The vendor library (NCCL or RCCL) alone, over the same ranks. */
+typedef struct perfVendor perfVendor_t;
+
+/* The library an island's vendor label uses: "nccl", "rccl", or NULL. */
+const char* perfVendorLibraryOf(const char* islandVendor);
+/* "NCCL 2.28.3" for lib ("nccl" or "rccl") into buf; "" when it cannot be loaded. */
+void perfVendorVersionText(const char* lib, char* buf, size_t len);
+/* Loads lib and creates its communicator over ctx's ranks (rank 0 makes the id,
+ * gbBroadcast hands it on). Collective. Fails the job on an error. */
+perfVendor_t* perfVendorCreate(perfCtx_t* ctx, const char* lib);
+void perfVendorDestroy(perfVendor_t* v);
+const char* perfVendorLabel(const perfVendor_t* v); /* "nccl-2.28.3" */
+/* Enqueues one call of coll through the vendor library; fails the job on an error. */
+void perfVendorEnqueue(perfVendor_t* v, const perfCtx_t* ctx, perfColl_t coll, const void* send, void* recv,
+                       size_t count, gbDataType_t dt, gbRedOp_t op, int root, void* stream);
+
+/* ----------------------------------------------------------------- measure */
 
 typedef struct {
   perfBuffer_t send, recv;
@@ -187,8 +305,49 @@ typedef struct {
   uint64_t wrong;       /* summed over ranks and results */
 } perfState_t;
 
+/* One collective as measured: on a gpubridge communicator, or the vendor library. */
+typedef struct {
+  perfCtx_t* ctx;
+  const perfOptions_t* opts;
+  perfColl_t coll;
+  gbDataType_t dt;
+  gbRedOp_t op;
+  int root;
+  gbComm_t comm;        /* gpubridge: ctx->comm, or a --tune child */
+  perfVendor_t* vendor; /* non-NULL: the vendor library instead */
+} perfRun_t;
+
+/* Average seconds per iteration on this rank: -w warm-up calls, then -n timed
+ * ones enqueued (synchronizing after each with -z 1) and one synchronize. */
+double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int inPlace);
+/* One call with fresh inputs; returns this rank's wrong elements. */
+uint64_t perfMeasureCheck(const perfRun_t* r, perfState_t* st, size_t count, int inPlace);
+/* The printed time from every rank's, as -a says. Collective. */
+void perfMeasureCombine(perfCtx_t* ctx, const perfOptions_t* opts, double* t, int n);
+
+/* ------------------------------------------------------------------- bench */
+
 /* Runs every size for one type, op and root, printing rows on rank 0. */
-void perfBenchSweep(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* state,
-                    perfTable_t* table, gbDataType_t dt, gbRedOp_t op, int root);
+void perfBenchSweep(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* state, perfTable_t* table,
+                    perfVendor_t* baseline, gbDataType_t dt, gbRedOp_t op, int root);
+
+/* -------------------------------------------------------------------- tune */
+
+#define PERF_TUNE_MAX_POLICIES 4
+
+/* The winner at each measured size, in increasing size order. */
+typedef struct {
+  size_t bytes;
+  int policy; /* a gbPolicy_t */
+} perfTunePoint_t;
+
+/* --tune: measures every candidate policy and writes the thresholds to out
+ * (rank 0's, closed here; NULL elsewhere); the measured table goes to stdout
+ * and, one object a size, to json. */
+void perfTuneRun(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* st, FILE* out, FILE* json);
+/* Writes the thresholds file for the points to f: ranges from 0 to "-"
+ * (unbounded), a boundary at each size where the winner changes. */
+void perfThresholdsWrite(FILE* f, const perfTunePoint_t* points, int n, const char* collective,
+                         const char* date, int nranks, const char* layout);
 
 #endif

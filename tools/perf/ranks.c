@@ -1,9 +1,9 @@
 /* Errors, and the small collectives that combine per-rank numbers (times,
- * wrong counts, the rank descriptions of the header) through gpubridge itself. */
+ * wrong counts, the rank descriptions of the header, the choices of --tune)
+ * through gpubridge itself. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "perf.h"
 
 static gbComm_t abortComm;
@@ -23,21 +23,35 @@ void perfCheck(gbResult_t res, const char* call) {
   exit(1);
 }
 
-void perfSync(perfCtx_t* ctx) {
+void perfFail(const char* why) {
+  fprintf(stderr, "gpubridge-perf: %s\n", why);
+  fflush(stderr);
+  if (abortComm) gbCommAbort(abortComm);
+  exit(1);
+}
+
+void perfSyncComm(perfCtx_t* ctx, gbComm_t comm) {
   perfCheck(gbStreamSynchronize(ctx->stream), "gbStreamSynchronize");
   gbResult_t async = gbSuccess;
-  perfCheck(gbCommGetAsyncError(ctx->comm, &async), "gbCommGetAsyncError");
+  perfCheck(gbCommGetAsyncError(comm, &async), "gbCommGetAsyncError");
   perfCheck(async, "gbCommGetAsyncError (asynchronous error)");
 }
 
+void perfSync(perfCtx_t* ctx) {
+  perfSyncComm(ctx, ctx->comm);
+}
+
 /* Runs an all-reduce of n elements of host data through the scratch buffer. */
+static void scratchFits(const perfCtx_t* ctx, size_t bytes) {
+  if (bytes <= ctx->scratchBytes) return;
+  char why[128];
+  snprintf(why, sizeof(why), "internal: %zu bytes exceed the %zu-byte scratch", bytes, ctx->scratchBytes);
+  perfFail(why);
+}
+
 static void allReduceHost(perfCtx_t* ctx, void* data, size_t n, gbDataType_t dt, gbRedOp_t op) {
   size_t bytes = n * perfTypeSize(dt);
-  if (bytes > ctx->scratchBytes) {
-    fprintf(stderr, "gpubridge-perf: internal: %zu bytes exceed the %zu-byte scratch\n", bytes,
-            ctx->scratchBytes);
-    exit(1);
-  }
+  scratchFits(ctx, bytes);
   perfCheck(gbMemcpyToDevice(ctx->scratch, data, bytes), "gbMemcpyToDevice");
   perfCheck(gbAllReduce(ctx->scratch, ctx->scratch, n, dt, op, ctx->comm, ctx->stream), "gbAllReduce");
   perfSync(ctx);
@@ -52,6 +66,14 @@ void perfRanksSumU64(perfCtx_t* ctx, uint64_t* values, int n) {
   allReduceHost(ctx, values, (size_t)n, gbUint64, gbSum);
 }
 
+void perfRanksBroadcast(perfCtx_t* ctx, void* data, size_t n, int root) {
+  scratchFits(ctx, n);
+  if (ctx->topo.rank == root) perfCheck(gbMemcpyToDevice(ctx->scratch, data, n), "gbMemcpyToDevice");
+  perfCheck(gbBroadcast(ctx->scratch, ctx->scratch, n, gbUint8, root, ctx->comm, ctx->stream), "gbBroadcast");
+  perfSync(ctx);
+  perfCheck(gbMemcpyToHost(data, ctx->scratch, n), "gbMemcpyToHost");
+}
+
 perfRankInfo_t* perfRanksGather(perfCtx_t* ctx) {
   int n = ctx->topo.nranks;
   perfRankInfo_t* all = calloc((size_t)n, sizeof(*all));
@@ -59,10 +81,7 @@ perfRankInfo_t* perfRanksGather(perfCtx_t* ctx) {
     fprintf(stderr, "gpubridge-perf: out of host memory\n");
     exit(1);
   }
-  perfRankInfo_t* mine = &all[ctx->topo.rank];
-  mine->pid = (int32_t)getpid();
-  if (gethostname(mine->host, sizeof(mine->host)) != 0) snprintf(mine->host, sizeof(mine->host), "?");
-  mine->host[sizeof(mine->host) - 1] = '\0';
+  perfDescribeSelf(ctx, &all[ctx->topo.rank]);
   /* Every other slot is zero, so a byte-wise sum is a gather. */
   allReduceHost(ctx, all, (size_t)n * sizeof(*all), gbUint8, gbSum);
   return all;

@@ -1,33 +1,9 @@
 /* What rank 0 prints: nccl-tests' header block, table and closing lines, with
- * every simulated result marked as such; and the same rows as JSON lines. */
+ * every simulated result marked as such; and the same rows as JSON lines
+ * (after the metadata line of meta.c). */
 #include <stdio.h>
 #include <string.h>
 #include "perf.h"
-
-const char* perfRunKindName(int runKind) {
-  switch (runKind) {
-    case gbRunReal: return "real";
-    case gbRunSimulated: return "simulated";
-    case gbRunCpu: return "cpu";
-    default: return "unknown";
-  }
-}
-
-int perfHasEmulatedIsland(const gbTopology_t* t) {
-  for (int k = 0; k < t->nislands; k++)
-    if (strstr(t->islandVendor[k], "emulated")) return 1;
-  return 0;
-}
-
-const char* perfPolicyName(int policy) {
-  switch (policy) {
-    case gbPolicyAuto: return "auto";
-    case gbPolicyHierarchical: return "hierarchical";
-    case gbPolicyNative: return "native";
-    case gbPolicyFlat: return "flat";
-    default: return "unknown";
-  }
-}
 
 /* "rank 2", "ranks 0-1", "ranks 0,2,4-5": the members of one island. */
 static void printIslandRanks(const gbTopology_t* t, int island) {
@@ -58,6 +34,7 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
     printIslandRanks(t, k);
   }
   printf("), policy %s, %s%s\n", perfPolicyName(t->policy), mode, t->splitTest ? ", split-test" : "");
+  perfMetaPrint(ctx);
   if (t->splitTest) printf("# split-test: one vendor's ranks relabelled into islands, for testing only\n");
   if (perfHasEmulatedIsland(t)) printf("# emulated AMD: an island runs HIP/RCCL on NVIDIA GPUs through the test rig\n");
   if (t->runKind == gbRunSimulated)
@@ -69,10 +46,14 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
          opts->iters, opts->check, opts->blocking, opts->average);
   printf("#\n# Using devices\n");
   for (int r = 0; r < t->nranks; r++) {
-    printf("#  Rank %2d Group %2d Pid %5d on %10s device %s (%s)\n", r, t->islandOfRank[r],
-           (int)ranks[r].pid, ranks[r].host, vendorOfRank(t, r), mode);
+    printf("#  Rank %2d Group %2d Pid %5d on %10s device %s (%s)", r, t->islandOfRank[r], (int)ranks[r].pid,
+           ranks[r].host, vendorOfRank(t, r), mode);
+    if (t->runKind == gbRunReal)
+      printf(" %s, %s", ranks[r].device, ranks[r].library[0] ? ranks[r].library : "vendor library ?");
+    printf("\n");
   }
   printf("#\n");
+  if (opts->tunePath) return; /* tune.c prints its own table */
   printf("#                                                              out-of-place                       in-place\n");
   printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
   printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n");
@@ -81,6 +62,10 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
 
 /* nccl-tests' time format: fewer decimals as the time grows. */
 static void printHalf(const perfTable_t* table, const perfHalf_t* h) {
+  if (!h->ran) {
+    printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+    return;
+  }
   const char* fmt = h->timeUs >= 10000.0 ? "  %7.0f" : h->timeUs >= 100.0 ? "  %7.1f" : "  %7.2f";
   printf(fmt, h->timeUs);
   printf("  %6.2f  %6.2f", h->algBw, h->busBw);
@@ -89,19 +74,24 @@ static void printHalf(const perfTable_t* table, const perfHalf_t* h) {
 }
 
 static void jsonHalf(FILE* f, const perfTable_t* table, const char* name, const perfHalf_t* h) {
+  if (!h->ran) {
+    fprintf(f, "\"%s\": null", name);
+    return;
+  }
   fprintf(f, "\"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": ", name,
           h->timeUs, h->algBw, h->busBw);
   if (table->check) fprintf(f, "%llu}", (unsigned long long)h->wrong);
   else fprintf(f, "null}");
 }
 
-static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row) {
+static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row,
+                    const perfRow_t* base, const char* baseLabel) {
   FILE* f = table->json;
   const gbTopology_t* t = &ctx->topo;
   fprintf(f, "{\"collective\": \"%s\", \"size_bytes\": %zu, \"count\": %zu, \"type\": \"%s\", ",
           perfCollName(opts->coll), row->bytes, row->count, perfTypeName(row->dt));
   fprintf(f, "\"redop\": \"%s\", \"root\": %d, \"ranks\": %d, \"islands\": %d, \"policy\": \"%s\", ",
-          row->root < 0 ? perfOpName(row->op) : "none", row->root, t->nranks, t->nislands,
+          perfCollReduces(opts->coll) ? perfOpName(row->op) : "none", row->root, t->nranks, t->nislands,
           perfPolicyName(t->policy));
   fprintf(f, "\"mode\": \"%s\", \"simulated\": %s, \"split_test\": %s, \"emulated_amd\": %s, \"iters\": %d, \"warmup\": %d, \"blocking\": %d, ",
           perfRunKindName(t->runKind), table->simulated ? "true" : "false",
@@ -110,26 +100,59 @@ static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx
   jsonHalf(f, table, "out_of_place", &row->outOfPlace);
   fprintf(f, ", ");
   jsonHalf(f, table, "in_place", &row->inPlace);
+  if (base) {
+    fprintf(f, ", \"baseline\": {\"library\": ");
+    perfJsonString(f, baseLabel);
+    fprintf(f, ", ");
+    jsonHalf(f, table, "out_of_place", &base->outOfPlace);
+    fprintf(f, ", ");
+    jsonHalf(f, table, "in_place", &base->inPlace);
+    fprintf(f, "}");
+  }
   fprintf(f, "}\n");
   fflush(f);
 }
 
-void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row) {
+static void printRow(const perfTable_t* table, const perfOptions_t* opts, const perfRow_t* row, const char* tag) {
   printf("%12zu  %12zu  %8s  %6s  %6d", row->bytes, row->count, perfTypeName(row->dt),
-         row->root < 0 ? perfOpName(row->op) : "none", row->root);
+         perfCollReduces(opts->coll) ? perfOpName(row->op) : "none", row->root);
   printHalf(table, &row->outOfPlace);
   printHalf(table, &row->inPlace);
-  printf("%s%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "",
-         table->emulatedAmd ? " emulated-AMD" : "");
+  printf("%s%s%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "",
+         table->emulatedAmd ? " emulated-AMD" : "", tag);
+}
+
+/* gpubridge's algbw over the baseline's, or N/A. */
+static void ratioText(const perfHalf_t* a, const perfHalf_t* b, char* buf, size_t len) {
+  if (a->ran && b->ran && b->algBw > 0) snprintf(buf, len, "%.3f", a->algBw / b->algBw);
+  else snprintf(buf, len, "N/A");
+}
+
+void perfTableRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row,
+                  const perfRow_t* base, const char* baseLabel) {
+  printRow(table, opts, row, "");
+  if (base) {
+    char tag[64];
+    snprintf(tag, sizeof(tag), " baseline %s", baseLabel);
+    printRow(table, opts, base, tag);
+    char op[16], ip[16];
+    ratioText(&row->outOfPlace, &base->outOfPlace, op, sizeof(op));
+    ratioText(&row->inPlace, &base->inPlace, ip, sizeof(ip));
+    printf("#  algbw ratio gpubridge/%s: out-of-place %s in-place %s\n", baseLabel, op, ip);
+  }
   fflush(stdout);
-  table->busBwSum += row->outOfPlace.busBw + row->inPlace.busBw;
-  table->busBwCount += 2;
-  if (table->json) jsonRow(table, opts, ctx, row);
+  const perfHalf_t* halves[2] = {&row->outOfPlace, &row->inPlace};
+  for (int k = 0; k < 2; k++) {
+    if (!halves[k]->ran) continue;
+    table->busBwSum += halves[k]->busBw;
+    table->busBwCount++;
+  }
+  if (table->json) jsonRow(table, opts, ctx, row, base, baseLabel);
 }
 
 void perfTableFooter(perfTable_t* table, uint64_t outOfBounds) {
   printf("# Out of bounds values : %llu %s\n", (unsigned long long)outOfBounds, outOfBounds ? "FAILED" : "OK");
-  printf("# Avg bus bandwidth    : %g \n", table->busBwCount ? table->busBwSum / table->busBwCount : 0.0);
+  if (table->busBwCount) printf("# Avg bus bandwidth    : %g \n", table->busBwSum / table->busBwCount);
   printf("#\n");
   if (table->simulated) printf("# (simulated)\n");
   if (table->splitTest) printf("# (split-test)\n");

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""make bench-link: gpubridge over an emulated link between two hosts. Two
+network namespaces joined by a veth pair stand for two hosts; tc shapes each
+direction to 10 or 25 Gbit/s, with and without 1 ms one-way delay (netem; a
+kernel without netem skips those rows and says why), and for reference to
+1 Gbit/s (where the link, not this machine's CPU, is the limit) and not at
+all (the machine's own ceiling). One gpubridge rank runs in each namespace,
+each its own simulated island (nvidia on host a, amd on host b), so every
+byte of the all-reduce crosses the bridge over the link. Per link, --repeat
+times: one TCP stream's goodput (the reference; the best is kept), then
+gpubridge-perf all_reduce fp32 8 B .. 64 MiB (the best time per size is
+kept). Writes OUT/link_allreduce.{json,png}; the last line is
+`line_rate_fraction_64MiB <x>`: busbw at 64 MiB (in place) over the 10 Gbit/s
+line rate (1.25 GB/s), without delay."""
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+
+from netns import Link, check_tools
+from perfjob import perf_args, read_json, series, size_arg
+from plot import plot_busbw
+from report import best, human, machine, save
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (Gbit/s, one-way delay ms); 0 Gbit/s: no shaping, this machine's own ceiling
+CONFIGS = [(10, 0), (10, 1), (25, 0), (25, 1), (1, 0), (0, 0)]
+LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def tcp_reference(link, mib):
+    server = subprocess.Popen(link.exec_prefix(0) + [sys.executable, os.path.join(HERE, "tcp_stream.py"), "server",
+                                                     link.addr[0], "29399"], stdout=subprocess.PIPE, text=True)
+    try:
+        if server.stdout.readline().strip() != "listening":
+            raise SystemExit("bench-link: the TCP reference server did not start")
+        subprocess.run(link.exec_prefix(1) + [sys.executable, os.path.join(HERE, "tcp_stream.py"), "client",
+                                              link.addr[0], "29399", str(mib)], check=True, timeout=120)
+        out, _ = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return float(out.split()[-1])
+
+
+def run_pair(link, build, args, timeout):
+    """Rank 0 on host a (nvidia island), rank 1 on host b (amd island)."""
+    secret = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "perf.json")
+        procs = []
+        for k, vendor in enumerate(("nvidia", "amd")):
+            env = {key: v for key, v in os.environ.items() if key not in LAUNCHER}
+            env.update({"RANK": str(k), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                        "MASTER_ADDR": link.addr[0], "MASTER_PORT": "29400", "GPUBRIDGE_JOB_SECRET": secret,
+                        "GPUBRIDGE_VENDOR": vendor, "GPUBRIDGE_SIM_HOST": "host-" + "ab"[k],
+                        "GPUBRIDGE_SOCKET_IFNAME": "=" + link.ifs[k]})
+            cmd = link.exec_prefix(k) + [os.path.join(build, "bin", "gpubridge-perf")] + args
+            if k == 0:
+                cmd += ["-J", path]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outs = []
+        try:
+            for p in procs:
+                outs.append(p.communicate(timeout=timeout)[0])
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        for k, p in enumerate(procs):
+            if p.returncode != 0:
+                raise SystemExit("bench-link: rank %d exited %d:\n%s" % (k, p.returncode, outs[k]))
+        return read_json(path) + (outs[0],)
+
+
+p = argparse.ArgumentParser()
+p.add_argument("--build", default="build")
+p.add_argument("--out", default="docs/perf")
+p.add_argument("-b", type=size_arg, default=8)
+p.add_argument("-e", type=size_arg, default=64 << 20)
+p.add_argument("-f", type=int, default=2)
+p.add_argument("-n", type=int, default=5)
+p.add_argument("-w", type=int, default=2)
+p.add_argument("--tcp-mib", type=int, default=256)
+p.add_argument("--repeat", type=int, default=2)
+a = p.parse_args()
+os.makedirs(a.out, exist_ok=True)
+before = machine()
+check_tools()
+
+link = Link("gbl%d" % (os.getpid() % 100000))
+results, plots = {}, {}
+try:
+    link.up()
+    netem, why = link.netem_available()
+    for gbit, delay in CONFIGS:
+        name = ("%d Gbit/s" % gbit if gbit else "unshaped veth") + (", %g ms delay" % delay if delay else "")
+        if delay and not netem:
+            print("bench-link: %s: skipped: this kernel has no netem qdisc (tc: %s)" % (name, why), flush=True)
+            results[name] = {"skipped": "no netem qdisc in this kernel: " + why}
+            continue
+        link.shape(gbit, delay)
+        tcp, runs = 0.0, []
+        for _ in range(a.repeat):
+            tcp = max(tcp, tcp_reference(link, a.tcp_mib))
+            meta, rows, out = run_pair(link, a.build, perf_args("all_reduce", a.b, a.e, a.f, a.n, a.w), 300)
+            runs.append(series(rows, "in_place"))
+        s = best(runs, 1.0)  # 2 ranks: busbw = algbw
+        top = s[max(s)]
+        fraction = top["busbw_gbps"] / (gbit / 8.0) if gbit else None
+        print("bench-link: %s: one TCP stream %.2f Gbit/s; gpubridge %s busbw %.3f GB/s%s; 8 B in %.0f us"
+              % (name, tcp, human(max(s)), top["busbw_gbps"],
+                 " = %.3f of line rate" % fraction if gbit else "", s[min(s)]["time_us"]), flush=True)
+        results[name] = {"gbit": gbit, "delay_ms": delay, "tcp_stream_gbps": tcp, "gpubridge_meta": meta,
+                         "line_rate_fraction_max_size": fraction,
+                         "gpubridge": {str(k): v for k, v in sorted(s.items())}}
+        plots["gpubridge, " + name] = s
+finally:
+    link.down()
+
+save(os.path.join(a.out, "link_allreduce.json"),
+     {"what": "fp32 all-reduce sum in place, 2 ranks on 2 emulated hosts (netns + veth + tc), one simulated "
+              "island each", "iters": a.n, "warmup": a.w,
+     "machine_before": before, "machine_after": machine(), "configs": results})
+plot_busbw(os.path.join(a.out, "link_allreduce.png"), "gpubridge all-reduce across an emulated link (2 hosts)",
+           plots, "simulated ranks on a %d-core machine; link: veth + tc tbf; busbw = algbw for 2 ranks"
+           % os.cpu_count())
+ten = results.get("10 Gbit/s")
+if not ten or 64 << 20 not in {int(k) for k in ten["gpubridge"]}:
+    raise SystemExit("bench-link: no 64 MiB result on the 10 Gbit/s link (run with -e 64M)")
+print("line_rate_fraction_64MiB %.3f" % (ten["gpubridge"][str(64 << 20)]["busbw_gbps"] / 1.25))

@@ -1,0 +1,350 @@
+"""A gpubridge communicator driven with torch tensors.
+
+Each method checks its arguments (and refuses what gpubridge cannot do)
+before anything is enqueued, enqueues the C call on the communicator's stream
+and returns a Work. The communicator is used by one thread at a time, as the
+C API requires: a lock serializes enqueues from several Python threads.
+"""
+import threading
+import weakref
+
+import torch
+
+from . import _lib, _tensors as T
+from ._lib import Error
+from ._tensors import Unsupported
+from ._work import Watcher, Work, completed_work
+
+_live = weakref.WeakSet()
+
+
+def _timeout_config(timeout_s):
+    if timeout_s is None:
+        return None
+    return _lib.make_config(timeout_seconds=max(1, min(86400, int(round(timeout_s)))))
+
+
+class Communicator:
+    """Owns one gbComm_t, its stream and its watcher thread."""
+
+    def __init__(self, handle, timeout_s=None):
+        self.handle = handle
+        self.rank = _lib.comm_user_rank(handle)
+        self.size = _lib.comm_count(handle)
+        self.topology = _lib.comm_get_topology(handle)
+        self.run_kind = self.topology["run_kind"]
+        self.timeout_s = float(timeout_s) if timeout_s else 300.0
+        self._lock = threading.RLock()
+        self._destroyed = False
+        self._cuda_stream = None
+        if self.run_kind == "real":
+            self._stream = None
+            self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_cuda)
+        else:
+            self._stream = _lib.stream_create()
+            self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_host)
+        _live.add(self)
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def from_unique_id(cls, nranks, unique_id, rank, timeout_s=None):
+        cfg = _timeout_config(timeout_s)
+        h = _lib.comm_init_rank_config(nranks, unique_id, rank, cfg)
+        return cls(h, timeout_s)
+
+    @classmethod
+    def from_env(cls, timeout_s=None):
+        h = _lib.comm_init_from_env(_timeout_config(timeout_s))
+        return cls(h, timeout_s)
+
+    @classmethod
+    def from_store(cls, store, rank, size, timeout_s=None, prefix="gpubridge"):
+        """Rank 0 makes the unique id and publishes it in a torch.distributed store.
+
+        A store may serve several communicators one after another (a group
+        destroyed and made again): a join counter numbers them, so a rank never
+        reads an older communicator's id. Every rank joins generation g before
+        any rank can join g + 1, since init waits for all ranks."""
+        generation = (store.add(prefix + "/joins", 1) - 1) // size
+        key = "%s/unique_id/%d" % (prefix, generation)
+        if rank == 0:
+            uid = _lib.get_unique_id()
+            store.set(key, uid)
+        else:
+            store.wait([key])
+            uid = store.get(key)
+        return cls.from_unique_id(size, bytes(uid), rank, timeout_s)
+
+    def split(self, color, key):
+        """gbCommSplit: a new Communicator of the ranks with the same color, or None."""
+        with self._lock:
+            self._check_live("split")
+            h = _lib.comm_split(self.handle, color, key, None)
+        return Communicator(h, self.timeout_s) if h else None
+
+    # ------------------------------------------------------------ teardown
+
+    def destroy(self):
+        """Finishes pending work, then frees the communicator (collective in effect)."""
+        with self._lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+        stopped = self._watcher.stop(self.timeout_s + 60)
+        if not stopped:
+            _lib.comm_abort(self.handle)
+        else:
+            _lib.comm_destroy(self.handle)
+        if self._stream is not None and stopped:
+            _lib.stream_destroy(self._stream)
+
+    def abort(self):
+        """Stops the communicator at once; pending Works fail."""
+        with self._lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+        _lib.comm_abort(self.handle)
+        self._watcher.stop(self.timeout_s + 60)
+
+    def _check_live(self, call):
+        if self._destroyed:
+            raise Error(_lib.INVALID_USAGE, "%s: the communicator was destroyed" % call)
+
+    # ------------------------------------------------------- device sync
+
+    def _sync_host(self, batch):
+        _lib.stream_synchronize(self._stream)
+
+    def _sync_cuda(self, batch):
+        batch[-1]._event.synchronize()
+        err = _lib.comm_get_async_error(self.handle)
+        if err not in (_lib.SUCCESS, _lib.IN_PROGRESS):
+            raise Error(err, _lib.get_last_error(self.handle))
+
+    # ------------------------------------------------------------ issuing
+
+    def _kind(self, call, *tensors):
+        kind = None
+        for t in tensors:
+            k = T.device_kind(call, t, self.run_kind)
+            if kind is not None and k != kind:
+                raise Unsupported(call, "tensors on different devices")
+            kind = k
+        return kind
+
+    def submit(self, call, kind, launch, result, keep=(), post=None, scalars=(), blocking=False):
+        """Runs launch(stream) under the lock and returns its Work.
+
+        launch enqueues one or more C calls; post copies staged results back.
+        On a GPU the calls go on the communicator's stream after the current
+        stream's work; on the host device on the communicator's stream."""
+        post = list(post or ())
+        with self._lock:
+            self._check_live(call)
+            if kind == "cuda":
+                cur = torch.cuda.current_stream()
+                if self._cuda_stream is None:
+                    self._cuda_stream = torch.cuda.Stream()
+                s = self._cuda_stream
+                s.wait_stream(cur)
+                with torch.cuda.stream(s):
+                    launch(s.cuda_stream)
+                    for fn in post:
+                        fn()
+                    ev = torch.cuda.Event()
+                    ev.record(s)
+                for t in keep:
+                    if isinstance(t, torch.Tensor) and t.is_cuda:
+                        t.record_stream(s)
+                work = Work(self, call, result, list(keep) + list(scalars), (), ev, blocking)
+            else:
+                launch(self._stream)
+                work = Work(self, call, result, list(keep) + list(scalars), post)
+            self._watcher.add(work)
+        return work
+
+    # Reductions: premul_sum makes a one-call op and frees it once enqueued
+    # (NCCL semantics: an op may be destroyed as soon as the last call given it returned).
+    def _with_op(self, call, name, factor, dtype_code, tensor_dtype, fn):
+        if name != "premul_sum":
+            fn(T.gb_op_code(name))
+            return ()
+        if isinstance(factor, torch.Tensor):
+            scalar = factor.reshape(-1)[:1].to(tensor_dtype)
+            residence = _lib.SCALAR_DEVICE
+        else:
+            scalar = torch.tensor([float(factor)], dtype=tensor_dtype)
+            residence = _lib.SCALAR_HOST_IMMEDIATE
+        op = _lib.red_op_create_pre_mul_sum(scalar.data_ptr(), dtype_code, residence, self.handle)
+        try:
+            fn(op)
+        finally:
+            _lib.red_op_destroy(op, self.handle)
+        return (scalar,)
+
+    # ------------------------------------------------------- collectives
+
+    def all_reduce(self, tensor, op="sum", call="all_reduce"):
+        name, factor = T.op_name(op)
+        kind = self._kind(call, tensor)
+        post = []
+        buf = T.contiguous_out(tensor, post)
+        view, dt, name = T.reduce_view(call, buf, name)
+        n = view.numel()
+        if n == 0:
+            return completed_work(self, call, [tensor])
+        scal = []
+
+        def launch(stream):
+            scal.extend(self._with_op(call, name, factor, dt, view.dtype, lambda o: _lib.all_reduce(
+                view.data_ptr(), view.data_ptr(), n, dt, o, self.handle, stream)))
+        return self.submit(call, kind, launch, [tensor], keep=(view,), post=post, scalars=scal)
+
+    def reduce(self, tensor, root, op="sum", call="reduce"):
+        name, factor = T.op_name(op)
+        kind = self._kind(call, tensor)
+        self._check_root(call, root)
+        post = []
+        buf = T.contiguous_out(tensor, post) if self.rank == root else T.contiguous_in(tensor)
+        view, dt, name = T.reduce_view(call, buf, name)
+        n = view.numel()
+        if n == 0:
+            return completed_work(self, call, [tensor])
+        scal = []
+
+        def launch(stream):
+            scal.extend(self._with_op(call, name, factor, dt, view.dtype, lambda o: _lib.reduce(
+                view.data_ptr(), view.data_ptr(), n, dt, o, root, self.handle, stream)))
+        return self.submit(call, kind, launch, [tensor], keep=(view,), post=post, scalars=scal)
+
+    def broadcast(self, tensor, root, call="broadcast"):
+        kind = self._kind(call, tensor)
+        self._check_root(call, root)
+        post = []
+        buf = T.contiguous_out(tensor, post)
+        view, dt = T.move_view(buf)
+        n = view.numel()
+        if n == 0:
+            return completed_work(self, call, [tensor])
+
+        def launch(stream):
+            _lib.broadcast(view.data_ptr(), view.data_ptr(), n, dt, root, self.handle, stream)
+        return self.submit(call, kind, launch, [tensor], keep=(view,), post=post)
+
+    def all_gather_into_tensor(self, output, input, call="all_gather_into_tensor", then=(), result=None):
+        """then: copies that run once the gathered data is there (list outputs)."""
+        kind = self._kind(call, output, input)
+        T.same_shape(call, output, input, "output and input")
+        if output.numel() != input.numel() * self.size:
+            raise Unsupported(call, "output has %d elements; it needs world size (%d) x input (%d)"
+                              % (output.numel(), self.size, input.numel()))
+        post = []
+        out = T.contiguous_out(output, post)
+        inp = T.contiguous_in(input)
+        ov, dt = T.move_view(out)
+        iv, _ = T.move_view(inp)
+        n = iv.numel()
+        result = [output] if result is None else result
+        if n == 0:
+            return completed_work(self, call, result)
+
+        def launch(stream):
+            _lib.all_gather(iv.data_ptr(), ov.data_ptr(), n, dt, self.handle, stream)
+        return self.submit(call, kind, launch, result, keep=(ov, iv), post=post + list(then))
+
+    def reduce_scatter_tensor(self, output, input, op="sum", call="reduce_scatter_tensor"):
+        name, factor = T.op_name(op)
+        kind = self._kind(call, output, input)
+        T.same_shape(call, output, input, "output and input")
+        if input.numel() != output.numel() * self.size:
+            raise Unsupported(call, "input has %d elements; it needs world size (%d) x output (%d)"
+                              % (input.numel(), self.size, output.numel()))
+        post = []
+        out = T.contiguous_out(output, post)
+        inp = T.contiguous_in(input)
+        ov, dt, oname = T.reduce_view(call, out, name)
+        iv, _, _ = T.reduce_view(call, inp, name)
+        n = ov.numel()
+        if n == 0:
+            return completed_work(self, call, [output])
+        scal = []
+
+        def launch(stream):
+            scal.extend(self._with_op(call, oname, factor, dt, ov.dtype, lambda o: _lib.reduce_scatter(
+                iv.data_ptr(), ov.data_ptr(), n, dt, o, self.handle, stream)))
+        return self.submit(call, kind, launch, [output], keep=(ov, iv), post=post, scalars=scal)
+
+    def all_to_all_single(self, output, input, call="all_to_all_single"):
+        kind = self._kind(call, output, input)
+        T.same_shape(call, output, input, "output and input")
+        if input.numel() != output.numel() or input.numel() % self.size:
+            raise Unsupported(call, "equal splits need input and output of the same size, divisible by the "
+                              "world size (%d); got %d and %d" % (self.size, input.numel(), output.numel()))
+        post = []
+        out = T.contiguous_out(output, post)
+        inp = T.contiguous_in(input)
+        ov, dt = T.move_view(out)
+        iv, _ = T.move_view(inp)
+        n = iv.numel() // self.size
+        if n == 0:
+            return completed_work(self, call, [output])
+        if iv.data_ptr() == ov.data_ptr():
+            iv = iv.clone()  # gbAllToAll buffers must not overlap
+
+        def launch(stream):
+            _lib.all_to_all(iv.data_ptr(), ov.data_ptr(), n, dt, self.handle, stream)
+        return self.submit(call, kind, launch, [output], keep=(ov, iv), post=post)
+
+    def send_recv(self, sends, recvs, call):
+        """One group of point-to-point calls: sends [(tensor, peer)], recvs [(tensor, peer)].
+        Tensors move as their own type, else as bytes."""
+        tensors = [t for t, _ in sends] + [t for t, _ in recvs]
+        kind = self._kind(call, *tensors)
+        for _, peer in sends + recvs:
+            self._check_root(call, peer, "peer")
+        post = []
+        sv = [(T.move_view(T.contiguous_in(t)), p) for t, p in sends]
+        rv = [(T.move_view(T.contiguous_out(t, post)), p) for t, p in recvs]
+
+        def launch(stream):
+            _lib.group_start()
+            try:
+                for (v, dt), p in sv:
+                    if v.numel():
+                        _lib.send(v.data_ptr(), v.numel(), dt, p, self.handle, stream)
+                for (v, dt), p in rv:
+                    if v.numel():
+                        _lib.recv(v.data_ptr(), v.numel(), dt, p, self.handle, stream)
+            finally:
+                _lib.group_end()
+        keep = [v for (v, _), _ in sv + rv]
+        return self.submit(call, kind, launch, [t for t, _ in recvs] or [t for t, _ in sends],
+                           keep=keep, post=post)
+
+    def barrier(self, call="barrier"):
+        if self.run_kind == "real":
+            kind = "cuda"
+        else:
+            kind = "host"
+
+        def launch(stream):
+            _lib.barrier(self.handle, stream)
+        return self.submit(call, kind, launch, [], blocking=True)
+
+    def _check_root(self, call, root, what="root"):
+        if not isinstance(root, int) or root < 0 or root >= self.size:
+            raise Unsupported(call, "%s %r is not a rank of this group [0, %d)" % (what, root, self.size))
+
+
+def destroy_all():
+    """Frees every live communicator of this process (at exit)."""
+    for c in list(_live):
+        try:
+            if c._watcher.pending():
+                c.abort()
+            else:
+                c.destroy()
+        except Error:
+            pass

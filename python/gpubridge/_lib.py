@@ -1,0 +1,412 @@
+"""ctypes bindings of libgpubridge: one wrapper per C function of
+include/gpubridge/gpubridge.h.
+
+Each wrapper checks the result and raises gpubridge.Error(code, text) with
+gbGetLastError's text. Buffers and streams are plain integers (addresses).
+No behaviour lives here: every collective runs in the C library.
+
+The library is found, in order: $GPUBRIDGE_LIBRARY (the .so, or a build
+directory holding lib/libgpubridge.so), the copy installed inside this
+package, a build/ directory of the source checkout, then the system loader.
+"""
+import ctypes
+import os
+import threading
+
+UNIQUE_ID_BYTES = 128
+
+# gbResult_t
+SUCCESS = 0
+UNHANDLED_CUDA_ERROR = 1
+SYSTEM_ERROR = 2
+INTERNAL_ERROR = 3
+INVALID_ARGUMENT = 4
+INVALID_USAGE = 5
+REMOTE_ERROR = 6
+IN_PROGRESS = 7
+TIMEOUT = 8
+
+_RESULT_NAMES = {
+    0: "gbSuccess", 1: "gbUnhandledCudaError", 2: "gbSystemError", 3: "gbInternalError",
+    4: "gbInvalidArgument", 5: "gbInvalidUsage", 6: "gbRemoteError", 7: "gbInProgress",
+    8: "gbTimeout",
+}
+
+# gbDataType_t
+INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16 = range(10)
+# gbRedOp_t
+SUM, PROD, MAX, MIN, AVG = range(5)
+# gbScalarResidence_t
+SCALAR_DEVICE, SCALAR_HOST_IMMEDIATE = 0, 1
+SPLIT_NOCOLOR = -1
+CONFIG_UNDEF_INT = -2147483648
+CONFIG_MAGIC = 0xCAFEBEEF
+RUN_KINDS = {0: "real", 1: "simulated", 2: "cpu"}
+POLICIES = {0: "auto", 1: "hierarchical", 2: "native", 3: "flat", 4: "split-rail", 5: "tuned"}
+
+
+class Error(RuntimeError):
+    """A gpubridge call failed. code is the gbResult_t, text gbGetLastError's message."""
+
+    def __init__(self, code, text):
+        self.code = int(code)
+        self.text = text
+        name = _RESULT_NAMES.get(self.code, "gbResult %d" % self.code)
+        super().__init__("%s: %s" % (name, text) if text else name)
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
+                ("blocking", ctypes.c_int), ("policy", ctypes.c_int), ("transport", ctypes.c_int),
+                ("timeoutSeconds", ctypes.c_int), ("chunkBytes", ctypes.c_int)]
+
+
+class Topology(ctypes.Structure):
+    _fields_ = [("nranks", ctypes.c_int), ("rank", ctypes.c_int), ("nislands", ctypes.c_int),
+                ("island", ctypes.c_int), ("runKind", ctypes.c_int), ("policy", ctypes.c_int),
+                ("splitTest", ctypes.c_int), ("islandOfRank", ctypes.POINTER(ctypes.c_int)),
+                ("leaderOfIsland", ctypes.POINTER(ctypes.c_int)),
+                ("islandSize", ctypes.POINTER(ctypes.c_int)),
+                ("islandVendor", ctypes.POINTER(ctypes.c_char_p))]
+
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_Z = ctypes.c_size_t
+# name -> argument types; every function returns gbResult_t unless listed in _RESTYPES.
+_SIGNATURES = {
+    "gbGetVersion": [ctypes.POINTER(_I)],
+    "gbGetErrorString": [_I],
+    "gbGetLastError": [_P],
+    "gbGetUniqueId": [ctypes.POINTER(UniqueId)],
+    "gbCommInitRank": [ctypes.POINTER(_P), _I, UniqueId, _I],
+    "gbCommInitRankConfig": [ctypes.POINTER(_P), _I, UniqueId, _I, ctypes.POINTER(Config)],
+    "gbCommInitFromEnv": [ctypes.POINTER(_P), ctypes.POINTER(Config)],
+    "gbCommFinalize": [_P],
+    "gbCommDestroy": [_P],
+    "gbCommAbort": [_P],
+    "gbCommGetAsyncError": [_P, ctypes.POINTER(_I)],
+    "gbCommCount": [_P, ctypes.POINTER(_I)],
+    "gbCommUserRank": [_P, ctypes.POINTER(_I)],
+    "gbCommGetTopology": [_P, ctypes.POINTER(Topology)],
+    "gbAllReduce": [_P, _P, _Z, _I, _I, _P, _P],
+    "gbBroadcast": [_P, _P, _Z, _I, _I, _P, _P],
+    "gbReduce": [_P, _P, _Z, _I, _I, _I, _P, _P],
+    "gbAllGather": [_P, _P, _Z, _I, _P, _P],
+    "gbReduceScatter": [_P, _P, _Z, _I, _I, _P, _P],
+    "gbAllToAll": [_P, _P, _Z, _I, _P, _P],
+    "gbSend": [_P, _Z, _I, _I, _P, _P],
+    "gbRecv": [_P, _Z, _I, _I, _P, _P],
+    "gbGroupStart": [],
+    "gbGroupEnd": [],
+    "gbBarrier": [_P, _P],
+    "gbRedOpCreatePreMulSum": [ctypes.POINTER(_I), _P, _I, _I, _P],
+    "gbRedOpDestroy": [_I, _P],
+    "gbCommSplit": [_P, _I, _I, ctypes.POINTER(_P), ctypes.POINTER(Config)],
+    "gbMemAlloc": [ctypes.POINTER(_P), _Z],
+    "gbMemFree": [_P],
+    "gbMemcpyToDevice": [_P, _P, _Z],
+    "gbMemcpyToHost": [_P, _P, _Z],
+    "gbStreamCreate": [ctypes.POINTER(_P)],
+    "gbStreamSynchronize": [_P],
+    "gbStreamDestroy": [_P],
+}
+_RESTYPES = {"gbGetErrorString": ctypes.c_char_p, "gbGetLastError": ctypes.c_char_p}
+
+_lock = threading.Lock()
+_handle = None
+_path = None
+
+
+def _candidates():
+    env = os.environ.get("GPUBRIDGE_LIBRARY")
+    if env:
+        if os.path.isdir(env):
+            return [os.path.join(env, "lib", "libgpubridge.so"), os.path.join(env, "libgpubridge.so")]
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.join(here, "libgpubridge.so")]
+    checkout = os.path.dirname(os.path.dirname(here))
+    if os.path.exists(os.path.join(checkout, "include", "gpubridge", "gpubridge.h")):
+        out.append(os.path.join(checkout, "build", "lib", "libgpubridge.so"))
+    out.append("libgpubridge.so.0")
+    return out
+
+
+def library():
+    """The loaded CDLL (loaded on first use)."""
+    global _handle, _path
+    if _handle is not None:
+        return _handle
+    with _lock:
+        if _handle is None:
+            tried = []
+            for cand in _candidates():
+                if os.sep in cand and not os.path.exists(cand):
+                    tried.append(cand + " (missing)")
+                    continue
+                try:
+                    lib = ctypes.CDLL(cand, mode=ctypes.RTLD_LOCAL)
+                except OSError as e:
+                    tried.append("%s (%s)" % (cand, e))
+                    continue
+                _path = cand
+                _handle = lib
+                break
+            if _handle is None:
+                raise Error(SYSTEM_ERROR, "libgpubridge not found; tried: " + "; ".join(tried) +
+                            ". Install the package (pip install .) or set GPUBRIDGE_LIBRARY to the .so "
+                            "or to a build directory")
+    return _handle
+
+
+def library_path():
+    library()
+    return _path
+
+
+_funcs = {}
+
+
+def _fn(name):
+    f = _funcs.get(name)
+    if f is None:
+        lib = library()
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise Error(INVALID_USAGE, "%s is not in %s: this build of libgpubridge predates it; "
+                        "rebuild the library from a newer source" % (name, _path)) from None
+        f.argtypes = _SIGNATURES[name]
+        f.restype = _RESTYPES.get(name, ctypes.c_int)
+        _funcs[name] = f
+    return f
+
+
+def has(name):
+    """Whether the loaded library exports the C function `name`."""
+    try:
+        _fn(name)
+        return True
+    except Error:
+        return False
+
+
+def _check(res, comm=None):
+    if res != SUCCESS:
+        # The text is thread-local in the library: read it on this thread, now.
+        raw = _fn("gbGetLastError")(comm)
+        raise Error(res, raw.decode("utf-8", "replace") if raw else "")
+
+
+# ------------------------------------------------------------ version, errors
+
+def get_version():
+    v = _I()
+    _check(_fn("gbGetVersion")(ctypes.byref(v)))
+    return v.value
+
+
+def get_error_string(result):
+    raw = _fn("gbGetErrorString")(int(result))
+    return raw.decode() if raw else ""
+
+
+def get_last_error(comm=None):
+    raw = _fn("gbGetLastError")(comm)
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+# -------------------------------------------------------------- communicators
+
+def make_config(blocking=None, policy=None, transport=None, timeout_seconds=None, chunk_bytes=None):
+    """A gbConfig_t with unset fields left GB_CONFIG_UNDEF_INT."""
+    def v(x):
+        return CONFIG_UNDEF_INT if x is None else int(x)
+    return Config(ctypes.sizeof(Config), CONFIG_MAGIC, get_version(), v(blocking), v(policy),
+                  v(transport), v(timeout_seconds), v(chunk_bytes))
+
+
+def get_unique_id():
+    """The 128 bytes of a new unique id (starts the rendezvous root in this process)."""
+    uid = UniqueId()
+    _check(_fn("gbGetUniqueId")(ctypes.byref(uid)))
+    return ctypes.string_at(ctypes.addressof(uid), UNIQUE_ID_BYTES)
+
+
+def _uid(raw):
+    if len(raw) != UNIQUE_ID_BYTES:
+        raise Error(INVALID_ARGUMENT, "a unique id has %d bytes, not %d" % (UNIQUE_ID_BYTES, len(raw)))
+    uid = UniqueId()
+    ctypes.memmove(ctypes.addressof(uid), bytes(raw), UNIQUE_ID_BYTES)
+    return uid
+
+
+def comm_init_rank(nranks, unique_id, rank):
+    comm = _P()
+    _check(_fn("gbCommInitRank")(ctypes.byref(comm), int(nranks), _uid(unique_id), int(rank)))
+    return comm.value
+
+
+def comm_init_rank_config(nranks, unique_id, rank, config):
+    comm = _P()
+    _check(_fn("gbCommInitRankConfig")(ctypes.byref(comm), int(nranks), _uid(unique_id), int(rank),
+                                       ctypes.byref(config) if config is not None else None))
+    return comm.value
+
+
+def comm_init_from_env(config=None):
+    comm = _P()
+    _check(_fn("gbCommInitFromEnv")(ctypes.byref(comm), ctypes.byref(config) if config is not None else None))
+    return comm.value
+
+
+def comm_finalize(comm):
+    _check(_fn("gbCommFinalize")(comm), comm)
+
+
+def comm_destroy(comm):
+    _check(_fn("gbCommDestroy")(comm))
+
+
+def comm_abort(comm):
+    _check(_fn("gbCommAbort")(comm))
+
+
+def comm_get_async_error(comm):
+    """The communicator's asynchronous state as a gbResult_t (does not raise for it)."""
+    err = _I()
+    _check(_fn("gbCommGetAsyncError")(comm, ctypes.byref(err)), comm)
+    return err.value
+
+
+def comm_count(comm):
+    n = _I()
+    _check(_fn("gbCommCount")(comm, ctypes.byref(n)), comm)
+    return n.value
+
+
+def comm_user_rank(comm):
+    r = _I()
+    _check(_fn("gbCommUserRank")(comm, ctypes.byref(r)), comm)
+    return r.value
+
+
+def comm_get_topology(comm):
+    """The topology as a dict of plain Python values."""
+    t = Topology()
+    _check(_fn("gbCommGetTopology")(comm, ctypes.byref(t)), comm)
+    n, ni = t.nranks, t.nislands
+    return {
+        "nranks": n, "rank": t.rank, "nislands": ni, "island": t.island,
+        "run_kind": RUN_KINDS.get(t.runKind, str(t.runKind)),
+        "policy": POLICIES.get(t.policy, str(t.policy)),
+        "split_test": bool(t.splitTest),
+        "island_of_rank": [t.islandOfRank[i] for i in range(n)],
+        "leader_of_island": [t.leaderOfIsland[i] for i in range(ni)],
+        "island_size": [t.islandSize[i] for i in range(ni)],
+        "island_vendor": [t.islandVendor[i].decode() for i in range(ni)],
+    }
+
+
+def comm_split(comm, color, key, config=None):
+    """The new communicator, or None for color SPLIT_NOCOLOR."""
+    new = _P()
+    _check(_fn("gbCommSplit")(comm, int(color), int(key), ctypes.byref(new),
+                              ctypes.byref(config) if config is not None else None), comm)
+    return new.value
+
+
+# ---------------------------------------------------------------- collectives
+
+def all_reduce(send, recv, count, dtype, op, comm, stream):
+    _check(_fn("gbAllReduce")(send, recv, count, dtype, op, comm, stream), comm)
+
+
+def broadcast(send, recv, count, dtype, root, comm, stream):
+    _check(_fn("gbBroadcast")(send, recv, count, dtype, root, comm, stream), comm)
+
+
+def reduce(send, recv, count, dtype, op, root, comm, stream):
+    _check(_fn("gbReduce")(send, recv, count, dtype, op, root, comm, stream), comm)
+
+
+def all_gather(send, recv, sendcount, dtype, comm, stream):
+    _check(_fn("gbAllGather")(send, recv, sendcount, dtype, comm, stream), comm)
+
+
+def reduce_scatter(send, recv, recvcount, dtype, op, comm, stream):
+    _check(_fn("gbReduceScatter")(send, recv, recvcount, dtype, op, comm, stream), comm)
+
+
+def all_to_all(send, recv, count, dtype, comm, stream):
+    _check(_fn("gbAllToAll")(send, recv, count, dtype, comm, stream), comm)
+
+
+def send(buf, count, dtype, peer, comm, stream):
+    _check(_fn("gbSend")(buf, count, dtype, peer, comm, stream), comm)
+
+
+def recv(buf, count, dtype, peer, comm, stream):
+    _check(_fn("gbRecv")(buf, count, dtype, peer, comm, stream), comm)
+
+
+def group_start():
+    _check(_fn("gbGroupStart")())
+
+
+def group_end():
+    _check(_fn("gbGroupEnd")())
+
+
+def barrier(comm, stream):
+    _check(_fn("gbBarrier")(comm, stream), comm)
+
+
+def red_op_create_pre_mul_sum(scalar, dtype, residence, comm):
+    """A new gbRedOp_t summing scalar * x; scalar is the address of one element of dtype."""
+    op = _I()
+    _check(_fn("gbRedOpCreatePreMulSum")(ctypes.byref(op), scalar, dtype, residence, comm), comm)
+    return op.value
+
+
+def red_op_destroy(op, comm):
+    _check(_fn("gbRedOpDestroy")(int(op), comm), comm)
+
+
+# ------------------------------------------------------------- device helpers
+
+def mem_alloc(size):
+    p = _P()
+    _check(_fn("gbMemAlloc")(ctypes.byref(p), size))
+    return p.value
+
+
+def mem_free(ptr):
+    _check(_fn("gbMemFree")(ptr))
+
+
+def memcpy_to_device(dst, src, size):
+    _check(_fn("gbMemcpyToDevice")(dst, src, size))
+
+
+def memcpy_to_host(dst, src, size):
+    _check(_fn("gbMemcpyToHost")(dst, src, size))
+
+
+def stream_create():
+    s = _P()
+    _check(_fn("gbStreamCreate")(ctypes.byref(s)))
+    return s.value
+
+
+def stream_synchronize(stream):
+    _check(_fn("gbStreamSynchronize")(stream))
+
+
+def stream_destroy(stream):
+    _check(_fn("gbStreamDestroy")(stream))

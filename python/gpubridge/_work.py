@@ -1,0 +1,180 @@
+"""Work objects and the thread that sees them finish.
+
+A collective is enqueued on a stream and returns at once (NCCL semantics).
+Its Work turns complete only when the device work is done:
+
+- host device (simulated and CPU ranks): the library offers no per-call
+  event, so one watcher thread per communicator calls gbStreamSynchronize on
+  the communicator's stream (outside the GIL) and marks every Work enqueued
+  before that call complete, with the stream's error if it had one. Staged
+  results (non-contiguous outputs, list outputs) are copied back there, before
+  the Work reads as complete. is_completed() only reads a flag.
+- real GPUs: a CUDA event recorded after the call on the communicator's
+  stream; is_completed() queries it, wait() makes the current stream wait for
+  it (no host block), and the watcher thread synchronizes the event to
+  complete the future.
+"""
+import datetime
+import threading
+
+import torch
+import torch.distributed as dist
+
+from . import _lib
+from ._lib import Error
+
+# The watcher wakes this often when idle, to notice a stop request promptly
+# even if a notify was missed.
+_IDLE_POLL_S = 1.0
+
+
+def _seconds(timeout, default):
+    if timeout is None:
+        return default
+    if isinstance(timeout, datetime.timedelta):
+        s = timeout.total_seconds()
+    else:
+        s = float(timeout)
+    return default if s <= 0 else s
+
+
+class Work(dist.Work):
+    """One enqueued call (or several, coalesced). result() is its output tensors."""
+
+    def __init__(self, comm, call, result, keep, post, event=None, blocking=False):
+        super().__init__()
+        self._comm = comm
+        self._call = call
+        self._result = result
+        self._keep = keep        # tensors the device may still read or write
+        self._post = post        # host device: run after the device work, before completion
+        self._event = event      # real GPUs: recorded after the call
+        self._blocking = blocking  # GPU barrier: wait() blocks the host as well
+        self._done = threading.Event()
+        self._error = None
+        self._future = torch.futures.Future()
+
+    # Called by the watcher thread.
+    def _complete(self, error):
+        if error is None:
+            try:
+                for fn in self._post:
+                    fn()
+            except Exception as e:  # a failed copy-back fails the Work, not the watcher
+                error = e
+        self._error = error
+        self._keep = None
+        self._post = ()
+        self._done.set()
+        if error is None:
+            self._future.set_result(self._result)
+        else:
+            self._future.set_exception(error)
+
+    def is_completed(self):
+        if self._event is not None and self._error is None:
+            return self._event.query()
+        return self._done.is_set()
+
+    def is_success(self):
+        return self.is_completed() and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def result(self):
+        return self._result
+
+    def wait(self, timeout=None):
+        """Host device: blocks until the call finished (up to the timeout, the
+        process group's by default). GPU: the current stream waits for the
+        call; the host does not block."""
+        if self._event is not None:
+            if self._error is not None:
+                raise self._error
+            if self._blocking:
+                self._event.synchronize()
+            else:
+                torch.cuda.current_stream().wait_event(self._event)
+            return True
+        limit = _seconds(timeout, self._comm.timeout_s + _MARGIN_S)
+        if not self._done.wait(limit):
+            raise Error(_lib.TIMEOUT, "%s did not finish within %.0f s (rank %d of %d); a peer may have "
+                        "stopped or called a different collective. Raise the process group's timeout "
+                        "or GPUBRIDGE_TIMEOUT if the work is only slow" %
+                        (self._call, limit, self._comm.rank, self._comm.size))
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def synchronize(self):
+        self.wait()
+
+    def block_current_stream(self):
+        self.wait()
+
+    def get_future(self):
+        return self._future
+
+
+# Work.wait waits this much past the communicator's timeout: the library's own
+# deadline fails the call first, with a better message.
+_MARGIN_S = 30.0
+
+
+def completed_work(comm, call, result):
+    """A Work with nothing to wait for (a call with no data, or a one-rank group)."""
+    w = Work(comm, call, result, None, ())
+    w._complete(None)
+    return w
+
+
+class Watcher:
+    """Completes a communicator's Works in order. sync(batch) blocks until the
+    device finished every call of batch and raises the first error."""
+
+    def __init__(self, name, sync):
+        self._sync = sync
+        self._cond = threading.Condition()
+        self._pending = []
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def add(self, work):
+        with self._cond:
+            if self._stopping:
+                raise Error(_lib.INVALID_USAGE, "%s after the communicator was destroyed" % work._call)
+            self._pending.append(work)
+            self._cond.notify()
+
+    def pending(self):
+        with self._cond:
+            return len(self._pending)
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait(_IDLE_POLL_S)
+                if not self._pending:
+                    return
+                batch = self._pending
+                self._pending = []
+            try:
+                self._sync(batch)
+                err = None
+            except Exception as e:
+                err = e
+            for w in batch:
+                w._complete(err)
+
+    def stop(self, timeout_s):
+        """Finishes pending Works (each bounded by the library's deadline), then
+        ends the thread; False if it is still running after timeout_s."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()

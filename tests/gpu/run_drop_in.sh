@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# libgpubridge-nccl as a drop-in NCCL, on a machine with two NVIDIA GPUs and
+# torch (docs/DROP_IN.md). Runs the unmodified DDP job tests/gpu/ddp_nccl.py
+# (backend "nccl") under torchrun:
+#   1. plain NCCL;
+#   2. LD_PRELOAD=libgpubridge-nccl.so, one island (policy native: NCCL below);
+#   3. preloaded, GPUBRIDGE_SPLIT_TEST=half: two islands of one rank, bridged;
+#   4. preloaded, rank 1 an emulated AMD rank (tests/gpu/emulated_amd: HIP and
+#      RCCL served by CUDA and NCCL), rank 0 NVIDIA: bridged;
+# then all_reduce busbw 1 MiB .. 1 GiB: plain NCCL, preloaded native,
+# preloaded split-test. Before that it checks that torch reaches NCCL through
+# the dynamic linker (else a preload cannot interpose) and which of its own
+# exported nccl* functions the NCCL library calls through its PLT: the
+# preload interposes those calls, and libgpubridge-nccl hands them back to
+# NCCL (abi/nccl/interpose.c); step 2 lists the ones it forwarded.
+# Output: stdout and $OUT/drop_in.log.
+#
+#   OUT=/tmp/out tests/gpu/run_drop_in.sh        (from the repository root;
+#   B=build folder, PY=python with torch, STEP_TIMEOUT=seconds per torchrun)
+set -u
+export NCCL_NVLS_ENABLE=0 # never create NVLink multicast objects
+OUT=${OUT:-/tmp}
+B=${B:-build-gpu}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/drop_in.log") 2>&1
+date -u
+nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"
+cmake -S . -B $B -DGPUBRIDGE_WERROR=ON >/dev/null &&
+  cmake --build $B -j"$(nproc)" --target gpubridge gpubridge-nccl gb_emulated_amdhip64 gb_emulated_rccl >/dev/null || exit 1
+LIB=$PWD/$B/lib/libgpubridge-nccl.so
+RIG=$PWD/$B/tests/emulated_amd
+RUN="timeout ${STEP_TIMEOUT:-300} torchrun --standalone --nproc_per_node 2"
+JOB=tests/gpu/ddp_nccl.py
+fails=0
+step() { echo; echo "== $*"; }
+verdict() { if [ "$1" -eq 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fails=$((fails + 1)); fi; }
+
+step "0. torch reaches NCCL through the dynamic linker; does NCCL call its own nccl* through the PLT?"
+TORCH_LIB=$($PY -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
+readelf -dW "$TORCH_LIB"/libtorch_cuda.so | grep -E 'NEEDED.*nccl' || echo "libtorch_cuda.so has no NEEDED libnccl"
+nm -D --undefined-only "$TORCH_LIB"/libtorch_cuda.so | grep -cE ' ncclAllReduce$' |
+  sed 's/^/undefined ncclAllReduce references in libtorch_cuda.so (1 = the preload can interpose): /'
+NCCL=$($PY - <<'EOF'
+import torch, torch.distributed  # noqa: F401  (loads libnccl)
+torch.cuda.nccl.version()
+for line in open("/proc/self/maps"):
+    if "libnccl.so" in line:
+        print(line.split()[-1]); break
+EOF
+)
+echo "NCCL in the torch process: ${NCCL:-not found}"
+if [ -n "$NCCL" ]; then
+  readelf -dW "$NCCL" | grep -E 'SYMBOLIC|FLAGS' || echo "no DT_SYMBOLIC / DF_SYMBOLIC flag"
+  echo "relocations in libnccl against its own exported nccl* names (each one is a call the preload interposes):"
+  readelf -rW "$NCCL" | awk '$5 ~ /^p?nccl[A-Z]/ {print "  " $3, $5}' | sort -u | head -40
+fi
+
+step "1. plain NCCL"
+$RUN $JOB | tee "$OUT/ddp_plain.txt"
+verdict "${PIPESTATUS[0]}" "DDP on plain NCCL"
+
+step "2. LD_PRELOAD=libgpubridge-nccl.so, one island (native); LD_DEBUG=bindings kept for the PLT check"
+LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT LD_DEBUG=bindings LD_DEBUG_OUTPUT=$OUT/bind \
+  $RUN $JOB 2>&1 | tee "$OUT/ddp_native.txt"
+verdict "${PIPESTATUS[0]}" "DDP preloaded, native"
+grep -h "binding file [^ ]*libnccl[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
+  sed "s/.*symbol \`\(.*\)'.*/\1/" | sort -u > "$OUT/nccl_to_preload.txt"
+echo "libnccl's calls to its own nccl* names that the dynamic linker bound to the preload:" \
+  "$(tr '\n' ' ' < "$OUT/nccl_to_preload.txt")"
+echo "of those, called during the run and forwarded back to libnccl by libgpubridge-nccl (interpose.c):" \
+  "$(grep -ho "called nccl[A-Za-z]* through the dynamic linker" "$OUT/ddp_native.txt" | awk '{print $2}' | sort -u |
+     tr '\n' ' ')"
+grep -c "binding file [^ ]*libtorch_cuda[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
+  sed 's/^/torch -> libgpubridge-nccl bindings per process: /'
+rm -f "$OUT"/bind.*
+grep -E "serves (NCCL calls|this job)" "$OUT/ddp_native.txt" | head -4
+
+step "3. preloaded, GPUBRIDGE_SPLIT_TEST=half (two islands, bridged)"
+LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT \
+  $RUN $JOB 2>&1 | tee "$OUT/ddp_split.txt"
+verdict "${PIPESTATUS[0]}" "DDP preloaded, split-test"
+grep -E "serves (NCCL calls|this job)" "$OUT/ddp_split.txt" | head -4
+
+step "4. preloaded, rank 1 an emulated AMD rank"
+WRAP=$OUT/amd_rank1.sh
+cat > "$WRAP" <<EOF
+#!/bin/sh
+case "\$RANK" in
+  1) export GPUBRIDGE_DEVICE_BACKEND=hip GPUBRIDGE_HIP_LIBRARY=$RIG/libamdhip64.so GPUBRIDGE_RCCL_LIBRARY=$RIG/librccl.so.1 ;;
+  *) export GPUBRIDGE_DEVICE_BACKEND=cuda ;;
+esac
+exec "\$@"
+EOF
+chmod +x "$WRAP"
+LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT \
+  $RUN --no-python "$WRAP" $PY $JOB 2>&1 | tee "$OUT/ddp_amd.txt"
+verdict "${PIPESTATUS[0]}" "DDP preloaded, nvidia + emulated AMD"
+grep -E "serves (NCCL calls|this job)|emulated" "$OUT/ddp_amd.txt" | head -6
+
+step "DDP results: the same gradients summed in the same order give the same digest"
+for f in plain native split amd; do
+  echo "$f: $(grep -ho 'ddp-result rank 0 .*' "$OUT/ddp_$f.txt" | head -1)"
+done
+sums=$(for f in plain native split amd; do grep -ho 'ddp-result rank 0 .*' "$OUT/ddp_$f.txt" | awk '{print $NF}'; done | sort -u | wc -l)
+echo "distinct digests of rank 0 over the four runs: $sums (1: bit-identical training)"
+
+step "5. all_reduce busbw, float32, 1 MiB .. 1 GiB"
+$RUN $JOB --bench --label plain -b 1M -e 1G -f 4 -n 20 -w 5 2>&1 | grep '^busbw'
+LD_PRELOAD=$LIB $RUN $JOB --bench --label preload-native -b 1M -e 1G -f 4 -n 20 -w 5 2>&1 | grep '^busbw'
+LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $RUN $JOB --bench --label preload-split -b 1M -e 1G -f 4 -n 10 -w 2 2>&1 |
+  grep '^busbw'
+
+echo
+echo "drop-in: $fails failed"
+exit $((fails > 0))

@@ -1,0 +1,107 @@
+"""The gpubridge backend on real GPUs (skips without 2 CUDA GPUs): 2 ranks,
+one GPU each, CUDA tensors on torch's streams. Collectives are checked
+against values each rank computes itself; an async Work is incomplete until
+the peer joins and its wait() orders the current stream; DDP trains to
+bit-identical parameters equal to a one-process reference."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gbtest  # noqa: E402
+
+NEEDS = ("gbAllReduce", "gbBroadcast", "gbAllGather", "gbReduceScatter", "gbRedOpCreatePreMulSum")
+STEPS = 4
+
+
+def worker():
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import gbmodels as M
+    import gpubridge
+    from gbtest import check
+
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("gpubridge", timeout=datetime.timedelta(seconds=60))
+    world = dist.get_world_size()
+    topo = gpubridge.get_topology()
+    check(topo["run_kind"] == "real", "run kind %s, expected real" % topo["run_kind"])
+    dev = torch.device("cuda", rank)
+    ins = [torch.arange(8, dtype=torch.float32, device=dev) * (r + 1) for r in range(world)]
+    total = sum(ins)
+    t = ins[rank].clone()
+    dist.all_reduce(t)
+    check(torch.equal(t, total), "all_reduce sum")
+    t = ins[rank].clone()
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    check(torch.allclose(t, total / world), "all_reduce avg")
+    t = ins[rank].clone()
+    dist.broadcast(t, src=1)
+    check(torch.equal(t, ins[1]), "broadcast")
+    out = torch.empty(8 * world, device=dev)
+    dist.all_gather_into_tensor(out, ins[rank])
+    check(torch.equal(out, torch.cat(ins)), "all_gather_into_tensor")
+    o = torch.empty(4, device=dev)
+    dist.reduce_scatter_tensor(o, ins[rank].clone(), op=gpubridge.premul_sum(0.5))
+    check(torch.allclose(o, total[4 * rank:4 * rank + 4] * 0.5), "reduce_scatter premul")
+    t = ins[rank].clone()
+    dist.all_reduce(t, op=gpubridge.premul_sum(torch.tensor([0.25], device=dev)))  # scalar on the GPU
+    check(torch.allclose(t, total * 0.25), "all_reduce premul with a device scalar")
+
+    # An async Work on a side stream: incomplete until the peer joins (the
+    # store holds rank 0 back); wait() makes the current stream wait for it.
+    store = dist.distributed_c10d._get_default_store()
+    t = ins[rank].clone()
+    if rank == 0:
+        store.wait(["issued"])
+        w = dist.all_reduce(t, async_op=True)
+    else:
+        w = dist.all_reduce(t, async_op=True)
+        check(not w.is_completed(), "a Work is complete before rank 0 joined")
+        store.set("issued", "1")
+    w.wait()
+    doubled = t * 2  # on the current stream, after the wait
+    check(torch.equal(doubled, total * 2), "after wait(): %s" % doubled)
+    torch.cuda.synchronize()
+    check(w.is_completed(), "Work incomplete after the stream synchronized")
+
+    model = M.make_model(rank).to(dev)
+    ddp = DDP(model, device_ids=[rank])
+    opt = torch.optim.SGD(ddp.parameters(), lr=M.LR)
+    for s in range(STEPS):
+        x, y = M.batch(s, rank)
+        M.train_step(ddp, opt, x.to(dev), y.to(dev))
+    state = {k: v.detach().cpu() for k, v in model.named_parameters()}
+    torch.save(state, os.path.join(gbtest.worker_outdir(), "rank%d.pt" % rank))
+    dist.destroy_process_group()
+
+
+def main():
+    torch = gbtest.require_torch()
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        gbtest.skip("needs 2 CUDA GPUs (this machine has %d)" %
+                    (torch.cuda.device_count() if torch.cuda.is_available() else 0))
+    gbtest.require_library(*NEEDS)
+    import gbmodels as M
+    outdir, _ = gbtest.run_ranks(os.path.abspath(__file__), vendors=(None, None), timeout=300)
+    states = [torch.load(os.path.join(outdir, "rank%d.pt" % r)) for r in range(2)]
+    gbtest.cleanup(outdir)
+    problems = [M.identical("DDP on GPUs", states),
+                M.compare("DDP on GPUs vs one-process reference", states[0], M.reference(STEPS, 2),
+                          rtol=1e-4, atol=1e-5)]
+    problems = [p for p in problems if p]
+    if problems:
+        gbtest.fail("; ".join(problems))
+    print("1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    if gbtest.is_worker():
+        gbtest.setup_path()
+        worker()
+    else:
+        main()
