@@ -201,9 +201,10 @@ static size_t recvSome(gbNetShm_t* s, gbNetReq_t* r) {
 
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
   gbNetShm_t* s = c->shm;
-  if (atomic_load(&c->shut) || atomic_load(&s->tx->closed) || atomic_load(&s->rx->closed))
-    return failConn(c, gbRemoteError, atomic_load(&c->shut) ? "the connection was shut down by this rank (aborted)"
-                                                            : "the peer shut the connection down");
+  if (atomic_load(&c->shut)) return failConn(c, gbRemoteError, "the connection was shut down by this rank (aborted)");
+  /* A peer that shut down may have left data in the ring (as TCP keeps what
+   * arrived before the end): drain first, fail only when nothing moves. */
+  int peerClosed = atomic_load(&s->tx->closed) || atomic_load(&s->rx->closed);
   size_t moved = 0;
   for (int dir = 0; dir < 2; dir++) {
     for (gbNetReq_t* r = c->head[dir]; r != NULL; r = r->next) {
@@ -218,16 +219,14 @@ gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
     c->idle = 0;
     return gbSuccess;
   }
+  if (peerClosed) return failConn(c, gbRemoteError, "the peer shut the connection down");
   if (++c->idle % IDLE_CHECK_EVERY == 0) GB_CHECK(checkPeer(c));
   sched_yield(); /* let the peer (maybe on this core) move */
   return gbSuccess;
 }
 
 void gbNetTcpShmShutdown(gbNetConn_t* c) {
-  if (c->shm) {
-    atomic_store(&c->shm->tx->closed, 1);
-    atomic_store(&c->shm->rx->closed, 1);
-  }
+  if (c->shm) atomic_store(&c->shm->tx->closed, 1);
 }
 
 void gbNetTcpShmClose(gbNetConn_t* c) {
