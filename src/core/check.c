@@ -25,7 +25,7 @@ typedef struct {
   desc_t mine;
 } collCheck_t;
 
-static void describe(gbComm_t c, const desc_t* d, char* buf, size_t len) {
+static void describe(const desc_t* d, char* buf, size_t len) {
   char op[40] = "";
   int coll = d->coll;
   if (coll == GB_COLL_ALLREDUCE || coll == GB_COLL_REDUCE || coll == GB_COLL_REDUCESCATTER) {
@@ -36,7 +36,6 @@ static void describe(gbComm_t c, const desc_t* d, char* buf, size_t len) {
   if (coll == GB_COLL_BROADCAST || coll == GB_COLL_REDUCE) snprintf(root, sizeof(root), ", root %d", d->root);
   snprintf(buf, len, "%s(count %llu, %s%s%s)", gbPlanCollName(coll), (unsigned long long)d->count,
            gbDtypeName((gbDataType_t)d->dtype), op, root);
-  (void)c;
 }
 
 static int64_t fieldOf(const desc_t* d, int field) {
@@ -73,7 +72,7 @@ static void appendRanks(char* buf, size_t len, const desc_t* all, int n, int fie
 }
 
 /* The verdict, identical on every rank: gbSuccess or gbInvalidUsage. */
-static gbResult_t verdict(gbComm_t c, const desc_t* all, int n) {
+static gbResult_t verdict(const desc_t* all, int n) {
   static const char* names[] = {"collective", "count", "datatype", "op", "root"};
   for (int field = 0; field < 5; field++) {
     if (!fieldApplies(field, all[0].coll)) continue;
@@ -92,7 +91,7 @@ static gbResult_t verdict(gbComm_t c, const desc_t* all, int n) {
       if (r > 0) snprintf(text + used, sizeof(text) - used, "; ");
       appendRanks(text, sizeof(text), all, n, field, fieldOf(&all[r], field));
       char d[160];
-      describe(c, &all[r], d, sizeof(d));
+      describe(&all[r], d, sizeof(d));
       int many = 0;
       for (int q = 0; q < n; q++) many += fieldOf(&all[q], field) == fieldOf(&all[r], field);
       used = strlen(text);
@@ -112,7 +111,7 @@ static gbResult_t runCollCheck(void* arg) {
   if (!all) return gbErrorSet(gbSystemError, "out of memory for the call check of %d ranks", c->nranks);
   all[c->rank] = k->mine;
   gbResult_t res = gbAlgoAllGather(&c->world.algo, &all[c->rank], all, sizeof(desc_t));
-  if (res == gbSuccess) res = verdict(c, all, c->nranks);
+  if (res == gbSuccess) res = verdict(all, c->nranks);
   free(all);
   return res;
 }

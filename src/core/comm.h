@@ -202,5 +202,12 @@ gbFlag_t* gbCommSlotStagedFlag(gbComm_t comm, const gbSlot_t* s);
 gbFlag_t* gbCommSlotDoneFlag(gbComm_t comm, const gbSlot_t* s);
 /* Counts the end of one collective's stream work (teardown waits for it). */
 gbResult_t gbCommMarkStreamWork(gbComm_t comm, void* stream);
+/* Chunks software-pipelined over `depth` slots: front(k) stages chunk k out,
+ * back(k) takes it back in, back(k) after front(k + depth - 1). */
+gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void* arg, size_t k),
+                          gbResult_t (*back)(void* arg, size_t k), void* arg);
+/* The end of every enqueue: res, after marking the stream work when
+ * anything was queued, and failing the comm when a queued call failed. */
+gbResult_t gbCommEnqueueEnd(gbComm_t comm, void* stream, int queued, gbResult_t res);
 
 #endif

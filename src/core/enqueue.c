@@ -148,16 +148,8 @@ static gbResult_t back(walk_t* w, size_t i) {
   return islandSteps(w, i, p->after, p->afterRoot, 0);
 }
 
-static gbResult_t walkChunks(walk_t* w) {
-  size_t depth = (size_t)w->depth, nchunks = w->plan->nchunks;
-  for (size_t i = 0; i < nchunks; i++) {
-    GB_CHECK(front(w, i));
-    if (i + 1 >= depth) GB_CHECK(back(w, i + 1 - depth));
-  }
-  size_t first = nchunks >= depth ? nchunks - depth + 1 : 0;
-  for (size_t k = first; k < nchunks; k++) GB_CHECK(back(w, k));
-  return gbSuccess;
-}
+static gbResult_t frontFn(void* w, size_t i) { return front(w, i); }
+static gbResult_t backFn(void* w, size_t i) { return back(w, i); }
 
 static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
   if (p->host == GB_HOST_BRIDGE) return &c->bridge.algo;
@@ -165,9 +157,6 @@ static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
   return &c->world.algo;
 }
 
-/* A call that queued nothing fails alone (a bad stream, say); once part of a
- * schedule is queued, peers would wait on the rest: the comm fails, and the
- * end marker still goes on the stream so teardown waits for what is queued. */
 static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t* ops, const void* send, void* recv,
                           void* stream) {
   gbPlan_t plan;
@@ -192,13 +181,8 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   if (res == gbSuccess) {
     if (ops && plan.host == GB_HOST_WORLD) res = gbCommStageScalar(c, ops, stream);
   }
-  if (res == gbSuccess) res = walkChunks(&w);
-  if (w.queued) {
-    gbResult_t marked = gbCommMarkStreamWork(c, stream);
-    if (res == gbSuccess) res = marked;
-    if (res != gbSuccess) gbCommFail(c, res);
-  }
-  if (res != gbSuccess) return res;
+  if (res == gbSuccess) res = gbCommPipeline(plan.nchunks, w.depth, frontFn, backFn, &w);
+  GB_CHECK(gbCommEnqueueEnd(c, stream, w.queued, res));
   GB_TRACE(GB_LOG_COLL, "collective #%llu (%s) enqueued: %zu elements in %zu chunks, policy %d",
            (unsigned long long)c->seq, gbPlanCollName(in->coll), in->count, plan.nchunks, plan.policy);
   return gbSuccess;

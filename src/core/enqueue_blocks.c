@@ -87,16 +87,8 @@ static gbResult_t back(blocks_t* b, size_t i) {
   return gbCommSlotRelease(c, s, b->stream);
 }
 
-static gbResult_t walk(blocks_t* b) {
-  size_t depth = (size_t)b->depth, nchunks = (b->count + b->m - 1) / b->m;
-  for (size_t i = 0; i < nchunks; i++) {
-    GB_CHECK(front(b, i));
-    if (i + 1 >= depth) GB_CHECK(back(b, i + 1 - depth));
-  }
-  size_t first = nchunks >= depth ? nchunks - depth + 1 : 0;
-  for (size_t k = first; k < nchunks; k++) GB_CHECK(back(b, k));
-  return gbSuccess;
-}
+static gbResult_t frontFn(void* b, size_t i) { return front(b, i); }
+static gbResult_t backFn(void* b, size_t i) { return back(b, i); }
 
 /* All-to-all inside one island: one fused group of sends and receives. */
 static gbResult_t islandAllToAll(blocks_t* b) {
@@ -165,15 +157,10 @@ static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, voi
     if (hasOp) res = gbCommStageScalar(c, &b.ops, stream);
     if (res == gbSuccess) {
       queued = 1;
-      res = walk(&b);
+      res = gbCommPipeline((count + b.m - 1) / b.m, b.depth, frontFn, backFn, &b);
     }
   }
-  if (queued) {
-    gbResult_t marked = gbCommMarkStreamWork(c, stream);
-    if (res == gbSuccess) res = marked;
-    if (res != gbSuccess) gbCommFail(c, res);
-  }
-  return res;
+  return gbCommEnqueueEnd(c, stream, queued, res);
 }
 
 gbResult_t gbCommEnqueueAllGather(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,

@@ -117,10 +117,5 @@ gbResult_t gbCommEnqueueSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, v
   int queued = c->checksPosted != checks;
   if (res == gbSuccess) res = islandPart(c, ops, nops, stream, &queued);
   if (res == gbSuccess) res = hostPart(c, ops, nops, stream, &queued);
-  if (queued) {
-    gbResult_t marked = gbCommMarkStreamWork(c, stream);
-    if (res == gbSuccess) res = marked;
-    if (res != gbSuccess) gbCommFail(c, res);
-  }
-  return res;
+  return gbCommEnqueueEnd(c, stream, queued, res);
 }

@@ -41,3 +41,25 @@ gbResult_t gbCommMarkStreamWork(gbComm_t c, void* stream) {
   c->streamPosted++;
   return gbSuccess;
 }
+
+gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void*, size_t),
+                          gbResult_t (*back)(void*, size_t), void* arg) {
+  size_t d = (size_t)depth;
+  for (size_t i = 0; i < nchunks; i++) {
+    GB_CHECK(front(arg, i));
+    if (i + 1 >= d) GB_CHECK(back(arg, i + 1 - d));
+  }
+  for (size_t k = nchunks >= d ? nchunks - d + 1 : 0; k < nchunks; k++) GB_CHECK(back(arg, k));
+  return gbSuccess;
+}
+
+/* A call that queued nothing fails alone (a bad stream, say); once part of a
+ * schedule is queued, peers would wait on the rest: the comm fails, and the
+ * end marker still goes on the stream so teardown waits for what is queued. */
+gbResult_t gbCommEnqueueEnd(gbComm_t c, void* stream, int queued, gbResult_t res) {
+  if (!queued) return res;
+  gbResult_t marked = gbCommMarkStreamWork(c, stream);
+  if (res == gbSuccess) res = marked;
+  if (res != gbSuccess) gbCommFail(c, res);
+  return res;
+}

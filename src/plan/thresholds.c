@@ -5,13 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/param.h"
 #include "base/result.h"
 #include "plan/plan.h"
 
+/* GPUBRIDGE_POLICY's names, in gbPolicy_t order; auto and tuned are no answer. */
 static int policyByName(const char* s) {
-  static const char* names[] = {"auto", "hierarchical", "native", "flat", "split-rail"};
-  for (int k = 1; k < 5; k++)
-    if (strcmp(s, names[k]) == 0) return k;
+  const char* const* names = gbParamDesc(GB_PARAM_POLICY)->choices;
+  for (int k = 0; names[k]; k++)
+    if (strcmp(s, names[k]) == 0) return k == gbPolicyAuto || k == gbPolicyTuned ? -1 : k;
   return -1;
 }
 
