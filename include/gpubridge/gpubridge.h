@@ -82,7 +82,8 @@ typedef enum {
 
 /* How a collective crosses vendor islands. */
 typedef enum {
-  gbPolicyAuto = 0,         /* native with one island, else hierarchical */
+  gbPolicyAuto = 0,         /* measured rules: native (one island), flat (islands of one rank),
+                               split-rail (large all-reduce), else hierarchical */
   gbPolicyHierarchical = 1, /* island reduce, bridge among leaders, island broadcast */
   gbPolicyNative = 2,       /* one island only: the vendor library alone */
   gbPolicyFlat = 3,         /* every rank stages to host; one host collective: the reference */

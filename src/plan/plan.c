@@ -16,10 +16,34 @@ int gbPlanCollByName(const char* name) {
 
 const char* gbPlanCollName(int coll) { return coll >= 0 && coll < GB_NUM_COLLS ? collNames[coll] : "?"; }
 
+/* auto's rules, from gpubridge-perf --tune runs of every policy on every
+ * layout (docs/PERFORMANCE.md, "How auto chooses"):
+ * - one island: the vendor library alone (native);
+ * - every island one rank: flat; it sends what hierarchical sends over the
+ *   same ring and skips the island steps of one rank (5-15% faster from
+ *   512 KiB on nvidia:1,amd:1,intel:1);
+ * - all-reduce with k >= 2 rails (every island at least k ranks): split-rail
+ *   from AUTO_SPLIT_RAIL_BYTES_K2 at k = 2 and AUTO_SPLIT_RAIL_BYTES_K3 at
+ *   k >= 3, where it overtook hierarchical (1.3-1.55x at 2-32 MiB on
+ *   nvidia:2,amd:2; only at 32 MiB on nvidia:3,amd:3, whose six ranks share
+ *   the two cores they were measured on);
+ * - otherwise hierarchical: below those sizes it beat flat by 1.2-2x.
+ * A measured thresholds file (policy tuned) overrides them per machine. */
+#define AUTO_SPLIT_RAIL_BYTES_K2 ((size_t)2 << 20)
+#define AUTO_SPLIT_RAIL_BYTES_K3 ((size_t)32 << 20)
+
 int gbPlanResolvePolicy(int policy, const gbTopo_t* topo) {
-  if (policy == gbPolicyAuto || policy == gbPolicyTuned)
-    return topo->nislands == 1 ? gbPolicyNative : gbPolicyHierarchical;
-  return policy;
+  if (policy != gbPolicyAuto && policy != gbPolicyTuned) return policy;
+  if (topo->nislands == 1) return gbPolicyNative;
+  return topo->nranks == topo->nislands ? gbPolicyFlat : gbPolicyHierarchical;
+}
+
+static int autoPolicy(const gbPlanInput_t* in, size_t bytes) {
+  int policy = gbPlanResolvePolicy(gbPolicyAuto, in->topo);
+  if (policy != gbPolicyHierarchical || in->coll != GB_COLL_ALLREDUCE) return policy;
+  int k = gbPlanRails(in->topo, in->rails);
+  size_t from = k == 2 ? AUTO_SPLIT_RAIL_BYTES_K2 : AUTO_SPLIT_RAIL_BYTES_K3;
+  return k >= 2 && bytes >= from ? gbPolicySplitRail : gbPolicyHierarchical;
 }
 
 int gbPlanRails(const gbTopo_t* t, int cap) {
@@ -36,7 +60,7 @@ int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes) {
     int tuned = gbPlanThresholdsLookup(in->thresholds, in->coll, bytes);
     policy = tuned >= 0 ? tuned : gbPolicyAuto;
   }
-  policy = gbPlanResolvePolicy(policy, in->topo);
+  if (policy == gbPolicyAuto || policy == gbPolicyTuned) policy = autoPolicy(in, bytes);
   if (policy == gbPolicyNative && in->topo->nislands > 1) policy = gbPolicyHierarchical; /* a stale rule */
   if (policy == gbPolicySplitRail && in->coll != GB_COLL_ALLREDUCE) policy = gbPolicyHierarchical;
   if (policy == gbPolicyHierarchical && in->coll != GB_COLL_ALLREDUCE && in->coll != GB_COLL_BROADCAST)

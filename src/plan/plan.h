@@ -71,7 +71,8 @@ typedef struct {
   int myRail;
 } gbPlan_t;
 
-/* The policy auto resolves to on this topology for large messages. */
+/* The policy auto resolves to on this topology before message sizes count:
+ * native for one island, flat for islands of one rank, else hierarchical. */
 int gbPlanResolvePolicy(int policy, const gbTopo_t* topo);
 
 /* The policy one call runs: auto and tuned resolved by size, and policies

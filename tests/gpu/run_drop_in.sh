@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# libgpubridge-nccl as a drop-in NCCL, on a machine with two NVIDIA GPUs and
-# torch (docs/DROP_IN.md). Runs the unmodified DDP job tests/gpu/ddp_nccl.py
-# (backend "nccl") under torchrun:
+# libgpubridge-nccl as a drop-in NCCL, on a machine with NVIDIA GPUs and
+# torch (docs/DROP_IN.md). Runs the unmodified job tests/gpu/train_job.py
+# (backend "nccl") under torchrun, training under DDP and then FSDP2:
 #   1. plain NCCL;
 #   2. LD_PRELOAD=libgpubridge-nccl.so, one island (policy native: NCCL below);
 #   3. preloaded, GPUBRIDGE_SPLIT_TEST=half: two islands of one rank, bridged;
 #   4. preloaded, rank 1 an emulated AMD rank (tests/gpu/emulated_amd: HIP and
 #      RCCL served by CUDA and NCCL), rank 0 NVIDIA: bridged;
-# then all_reduce busbw 1 MiB .. 1 GiB: plain NCCL, preloaded native,
-# preloaded split-test. Before that it checks that torch reaches NCCL through
-# the dynamic linker (else a preload cannot interpose) and which of its own
-# exported nccl* functions the NCCL library calls through its PLT: the
-# preload interposes those calls, and libgpubridge-nccl hands them back to
-# NCCL (abi/nccl/interpose.c); step 2 lists the ones it forwarded.
+# and compares loss curves and parameter digests with run 1
+# (tests/gpu/compare_losses.py). With one GPU, runs 1 and 2 are one process
+# training on both ranks' batches (NCCL refuses two ranks on one GPU).
+# Then, with two GPUs, all_reduce busbw 1 MiB .. 1 GiB, plain NCCL and
+# preloaded native alternating, and preloaded split-test; with one GPU, the
+# time per call of one rank, plain and preloaded. Before that it checks that
+# torch reaches NCCL through the dynamic linker (else a preload cannot
+# interpose) and which of its own exported nccl* functions the NCCL library
+# calls through its PLT: the preload interposes those calls, and
+# libgpubridge-nccl hands them back to NCCL (abi/nccl/interpose.c); step 2
+# lists the ones it forwarded.
 # Output: stdout and $OUT/drop_in.log.
 #
 #   OUT=/tmp/out tests/gpu/run_drop_in.sh        (from the repository root;
@@ -32,7 +37,7 @@ cmake -S . -B $B -DGPUBRIDGE_WERROR=ON >/dev/null &&
 LIB=$PWD/$B/lib/libgpubridge-nccl.so
 RIG=$PWD/$B/tests/emulated_amd
 RUN="timeout ${STEP_TIMEOUT:-300} torchrun --standalone --nproc_per_node 2"
-JOB=tests/gpu/ddp_nccl.py
+JOB=tests/gpu/train_job.py
 fails=0
 step() { echo; echo "== $*"; }
 verdict() { if [ "$1" -eq 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fails=$((fails + 1)); fi; }
@@ -57,33 +62,10 @@ if [ -n "$NCCL" ]; then
   readelf -rW "$NCCL" | awk '$5 ~ /^p?nccl[A-Z]/ {print "  " $3, $5}' | sort -u | head -40
 fi
 
-step "1. plain NCCL"
-$RUN $JOB | tee "$OUT/ddp_plain.txt"
-verdict "${PIPESTATUS[0]}" "DDP on plain NCCL"
-
-step "2. LD_PRELOAD=libgpubridge-nccl.so, one island (native); LD_DEBUG=bindings kept for the PLT check"
-LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT LD_DEBUG=bindings LD_DEBUG_OUTPUT=$OUT/bind \
-  $RUN $JOB 2>&1 | tee "$OUT/ddp_native.txt"
-verdict "${PIPESTATUS[0]}" "DDP preloaded, native"
-grep -h "binding file [^ ]*libnccl[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
-  sed "s/.*symbol \`\(.*\)'.*/\1/" | sort -u > "$OUT/nccl_to_preload.txt"
-echo "libnccl's calls to its own nccl* names that the dynamic linker bound to the preload:" \
-  "$(tr '\n' ' ' < "$OUT/nccl_to_preload.txt")"
-echo "of those, called during the run and forwarded back to libnccl by libgpubridge-nccl (interpose.c):" \
-  "$(grep -ho "called nccl[A-Za-z]* through the dynamic linker" "$OUT/ddp_native.txt" | awk '{print $2}' | sort -u |
-     tr '\n' ' ')"
-grep -c "binding file [^ ]*libtorch_cuda[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
-  sed 's/^/torch -> libgpubridge-nccl bindings per process: /'
-rm -f "$OUT"/bind.*
-grep -E "serves (NCCL calls|this job)" "$OUT/ddp_native.txt" | head -4
-
-step "3. preloaded, GPUBRIDGE_SPLIT_TEST=half (two islands, bridged)"
-LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT \
-  $RUN $JOB 2>&1 | tee "$OUT/ddp_split.txt"
-verdict "${PIPESTATUS[0]}" "DDP preloaded, split-test"
-grep -E "serves (NCCL calls|this job)" "$OUT/ddp_split.txt" | head -4
-
-step "4. preloaded, rank 1 an emulated AMD rank"
+GPUS=$(nvidia-smi -L | grep -c '^GPU ')
+# With one GPU, NCCL refuses two ranks on it: the plain and native runs are
+# then one process that trains on the batches of both ranks (--plays 2).
+if [ "$GPUS" -ge 2 ]; then ONE="$RUN"; PLAYS=; else ONE="${RUN/--nproc_per_node 2/--nproc_per_node 1}"; PLAYS="--plays 2"; fi
 WRAP=$OUT/amd_rank1.sh
 cat > "$WRAP" <<EOF
 #!/bin/sh
@@ -94,23 +76,69 @@ esac
 exec "\$@"
 EOF
 chmod +x "$WRAP"
-LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT \
-  $RUN --no-python "$WRAP" $PY $JOB 2>&1 | tee "$OUT/ddp_amd.txt"
-verdict "${PIPESTATUS[0]}" "DDP preloaded, nvidia + emulated AMD"
-grep -E "serves (NCCL calls|this job)|emulated" "$OUT/ddp_amd.txt" | head -6
+LOGS="GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT,NET"
+for mode in ddp fsdp; do
+  flag=; [ $mode = fsdp ] && flag=--fsdp
+  step "$mode 1. plain NCCL${PLAYS:+ (one GPU: one process, $PLAYS)}"
+  $ONE $JOB $flag $PLAYS | tee "$OUT/${mode}_plain.txt"
+  verdict "${PIPESTATUS[0]}" "$mode on plain NCCL"
 
-step "DDP results: the same gradients summed in the same order give the same digest"
-for f in plain native split amd; do
-  echo "$f: $(grep -ho 'ddp-result rank 0 .*' "$OUT/ddp_$f.txt" | head -1)"
+  step "$mode 2. LD_PRELOAD=libgpubridge-nccl.so, one island (native)${PLAYS:+ (one process, $PLAYS)}"
+  if [ $mode = ddp ]; then
+    LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT LD_DEBUG=bindings LD_DEBUG_OUTPUT=$OUT/bind \
+      $ONE $JOB $flag $PLAYS 2>&1 | tee "$OUT/${mode}_native.txt"
+    verdict "${PIPESTATUS[0]}" "$mode preloaded, native"
+    grep -h "binding file [^ ]*libnccl[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
+      sed "s/.*symbol \`\(.*\)'.*/\1/" | sort -u > "$OUT/nccl_to_preload.txt"
+    echo "libnccl's calls to its own nccl* names that the dynamic linker bound to the preload:" \
+      "$(tr '\n' ' ' < "$OUT/nccl_to_preload.txt")"
+    echo "of those, called during the run and forwarded back to libnccl by libgpubridge-nccl (interpose.c):" \
+      "$(grep -ho "called nccl[A-Za-z]* through the dynamic linker" "$OUT/${mode}_native.txt" | awk '{print $2}' |
+         sort -u | tr '\n' ' ')"
+    grep -c "binding file [^ ]*libtorch_cuda[^ ]* .* to [^ ]*libgpubridge-nccl" "$OUT"/bind.* 2>/dev/null |
+      sed 's/^/torch -> libgpubridge-nccl bindings per process: /'
+    rm -f "$OUT"/bind.*
+  else
+    LD_PRELOAD=$LIB GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT $ONE $JOB $flag $PLAYS 2>&1 |
+      tee "$OUT/${mode}_native.txt"
+    verdict "${PIPESTATUS[0]}" "$mode preloaded, native"
+  fi
+  grep -E "serves (NCCL calls|this job)" "$OUT/${mode}_native.txt" | head -2
+
+  step "$mode 3. preloaded, GPUBRIDGE_SPLIT_TEST=half (two islands, bridged)"
+  env LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $LOGS $RUN $JOB $flag 2>&1 | tee "$OUT/${mode}_split.txt"
+  verdict "${PIPESTATUS[0]}" "$mode preloaded, split-test"
+  grep -hE "serves (NCCL calls|this job)|traffic: (bridge|world)" "$OUT/${mode}_split.txt" | head -6
+
+  step "$mode 4. preloaded, rank 1 an emulated AMD rank"
+  env LD_PRELOAD=$LIB $LOGS $RUN --no-python "$WRAP" $PY $JOB $flag 2>&1 | tee "$OUT/${mode}_amd.txt"
+  verdict "${PIPESTATUS[0]}" "$mode preloaded, nvidia + emulated AMD"
+  grep -hE "serves (NCCL calls|this job)|emulated|traffic: (bridge|world)" "$OUT/${mode}_amd.txt" | head -8
+
+  step "$mode: loss curves and digests against plain NCCL"
+  $PY tests/gpu/compare_losses.py "$OUT/${mode}_plain.txt" "$OUT/${mode}_native.txt" "$OUT/${mode}_split.txt" \
+    "$OUT/${mode}_amd.txt"
+  verdict $? "$mode loss curves"
 done
-sums=$(for f in plain native split amd; do grep -ho 'ddp-result rank 0 .*' "$OUT/ddp_$f.txt" | awk '{print $NF}'; done | sort -u | wc -l)
-echo "distinct digests of rank 0 over the four runs: $sums (1: bit-identical training)"
 
-step "5. all_reduce busbw, float32, 1 MiB .. 1 GiB"
-$RUN $JOB --bench --label plain -b 1M -e 1G -f 4 -n 20 -w 5 2>&1 | grep '^busbw'
-LD_PRELOAD=$LIB $RUN $JOB --bench --label preload-native -b 1M -e 1G -f 4 -n 20 -w 5 2>&1 | grep '^busbw'
-LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $RUN $JOB --bench --label preload-split -b 1M -e 1G -f 4 -n 10 -w 2 2>&1 |
-  grep '^busbw'
+if [ "$GPUS" -ge 2 ]; then
+  step "5. all_reduce busbw, float32, 1 MiB .. 1 GiB, plain and preloaded alternating (3 rounds)"
+  for round in 1 2 3; do
+    $RUN $JOB --bench --label "plain-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 | grep '^busbw'
+    LD_PRELOAD=$LIB $RUN $JOB --bench --label "preload-native-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 |
+      grep '^busbw'
+  done
+  LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $RUN $JOB --bench --label preload-split -b 1M -e 1G -f 4 -n 10 -w 2 2>&1 |
+    grep '^busbw'
+else
+  step "5. one GPU: time per all_reduce call of one rank, plain and preloaded alternating (3 rounds); the" \
+    "difference is what the preload adds to each call"
+  for round in 1 2 3; do
+    $ONE $JOB --bench --label "plain-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 | grep '^busbw'
+    LD_PRELOAD=$LIB $ONE $JOB --bench --label "preload-native-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 |
+      grep '^busbw'
+  done
+fi
 
 echo
 echo "drop-in: $fails failed"

@@ -10,8 +10,9 @@ has two ranks (one GPU each), else one. Scenarios, each checked for exit 0, a
   - every data type and op at 1 KiB (the 1:1 mapping onto NCCL);
   - all_reduce with GPUBRIDGE_POLICY=flat (GPU streams stage through pinned
     host memory with stream flag writes and waits);
-  - with two GPUs, all_reduce in split-test (two one-GPU NCCL islands joined by
-    the host bridge: island reduce, staging, bridge, island broadcast).
+  - split-test with two ranks (two one-rank NCCL islands joined by the host
+    bridge; both on GPU 0 when there is one): every collective, every type
+    and op of reduce_scatter, and all_reduce under split-rail.
 NVLink multicast is never used: NCCL_NVLS_ENABLE=0 in every run.
 
 Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_basic.py
@@ -88,22 +89,23 @@ def main():
     mid = sizes(8, 16 << 20, 8)
     run_perf("all_reduce flat", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
              extra={"GPUBRIDGE_POLICY": "flat"}, expect_sizes=mid)
-    if n >= 2:
-        run_perf("all_reduce split-test", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
-                 extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
-        run_perf("broadcast split-test", n, ["broadcast", "-b", "8", "-e", "16M", "-f", "8", "-c", "1", "-r", "1"],
-                 extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
-        # Across the bridge: every other collective, and all-reduce under split-rail.
-        for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
-            run_perf("%s split-test" % coll, n, [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
-                     extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, split=True)
-        run_perf("reduce_scatter split-test every type and op", n,
-                 ["reduce_scatter", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1"],
+    # Split-test islands have one rank each: two ranks, on one GPU too.
+    n = 2
+    run_perf("all_reduce split-test", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
+             extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
+    run_perf("broadcast split-test", n, ["broadcast", "-b", "8", "-e", "16M", "-f", "8", "-c", "1", "-r", "1"],
+             extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, expect_sizes=mid, split=True)
+    # Across the bridge: every other collective, and all-reduce under split-rail.
+    for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
+        run_perf("%s split-test" % coll, n, [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
                  extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, split=True)
-        run_perf("all_reduce split-rail", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
-                 extra={"GPUBRIDGE_SPLIT_TEST": "alternate", "GPUBRIDGE_POLICY": "split-rail"}, expect_sizes=mid,
-                 split=True)
-    print("\nPASS: gpu basic (%d rank%s)" % (n, "s" if n != 1 else ""))
+    run_perf("reduce_scatter split-test every type and op", n,
+             ["reduce_scatter", "-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-n", "2", "-c", "1"],
+             extra={"GPUBRIDGE_SPLIT_TEST": "alternate"}, split=True)
+    run_perf("all_reduce split-rail", n, ["all_reduce", "-b", "8", "-e", "16M", "-f", "8", "-c", "1"],
+             extra={"GPUBRIDGE_SPLIT_TEST": "alternate", "GPUBRIDGE_POLICY": "split-rail"}, expect_sizes=mid,
+             split=True)
+    print("\nPASS: gpu basic (%d GPU%s)" % (ngpus, "s" if ngpus != 1 else ""))
     return 0
 
 

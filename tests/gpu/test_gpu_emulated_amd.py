@@ -4,6 +4,8 @@ ranks 2-3 are emulated AMD ranks (device/hip, island/rccl) whose HIP and RCCL ca
 the test rig (tests/gpu/emulated_amd: libamdhip64.so over CUDA, librccl.so.1 over
 NCCL) serves on the same GPUs. Ranks 0 and 2 use GPU 0, ranks 1 and 3 GPU 1, so
 each island has two GPUs and the islands meet over the host bridge (hierarchical).
+With one GPU: rank 0 NVIDIA and rank 1 emulated AMD, both on GPU 0 (islands of one
+rank each; NCCL would refuse two ranks of one island on one GPU).
 
 gpubridge-run's --vendors cannot be used (it sets GPUBRIDGE_VENDOR, which means
 simulated): a small sh wrapper gives each rank its environment by $RANK.
@@ -16,8 +18,7 @@ check OK; every log line of ranks 2-3 that carries a run mode says "emulated AMD
 with emulated AMD" once the topology is known.
 NVLink multicast is never used: NCCL_NVLS_ENABLE=0 in every run.
 
-Skips (77) without an NVIDIA GPU, with fewer than 2, or without the CUDA runtime
-or NCCL. Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_emulated_amd.py
+Skips (77) without an NVIDIA GPU, or without the CUDA runtime or NCCL. Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_emulated_amd.py
 """
 import os
 import re
@@ -26,19 +27,22 @@ import sys
 from gpu_harness import (BUILD, RUN_TIMEOUT, TAG, base_env, check_bounds, check_rows, fail, gpu_count,
                          load_cuda_nccl, require_perf, result_rows, run_job, sizes, skip)
 
+# The layout, by GPU count (main): ranks, the emulated AMD ones, the header's islands.
 NRANKS = 4
 AMD_RANKS = (2, 3)
+ISLANDS = "(nvidia: ranks 0-1, amd-emulated: ranks 2-3)"
 # host:pid:tid [rank] gpubridge[ MODE] LEVEL SUBSYS message (base/log.c)
 LOG = re.compile(r"^\S+:\d+:\d+ \[[-\d]+\] gpubridge(?: (.*?))? (WARN|INFO|TRACE) [A-Z]+ ")
 
 # Each rank's environment by $RANK: ranks 2-3 open the hip device on the rig,
-# ranks 0-1 the cuda device; LOCAL_RANK picks GPU RANK % 2 on both sides.
+# ranks 0-1 the cuda device; LOCAL_RANK picks GPU RANK % 2 on both sides
+# (GPU 0 for both ranks of the one-GPU layout, whose AMD rank is 1).
 WRAPPER = r'''
 case "$RANK" in
-  2|3) export GPUBRIDGE_DEVICE_BACKEND=hip GPUBRIDGE_HIP_LIBRARY="$GB_RIG_HIP" GPUBRIDGE_RCCL_LIBRARY="$GB_RIG_RCCL" ;;
+  $GB_AMD_RANKS) export GPUBRIDGE_DEVICE_BACKEND=hip GPUBRIDGE_HIP_LIBRARY="$GB_RIG_HIP" GPUBRIDGE_RCCL_LIBRARY="$GB_RIG_RCCL" ;;
   *) export GPUBRIDGE_DEVICE_BACKEND=cuda ;;
 esac
-unset GB_RIG_HIP GB_RIG_RCCL
+unset GB_RIG_HIP GB_RIG_RCCL GB_AMD_RANKS
 export LOCAL_RANK=$((RANK % 2))
 exec "$@"
 '''
@@ -53,6 +57,7 @@ def job_env(rig_hip, rig_rccl):
     env["GPUBRIDGE_DEBUG_SUBSYS"] = "INIT,DEVICE"
     env["GB_RIG_HIP"] = rig_hip
     env["GB_RIG_RCCL"] = rig_rccl
+    env["GB_AMD_RANKS"] = "|".join(str(r) for r in AMD_RANKS)
     return env
 
 
@@ -90,10 +95,10 @@ def run_perf(name, args, env, expect_sizes):
     print("\n== %s: gpubridge-run -n %d -- sh -c <per-rank env> gpubridge-perf %s" % (name, NRANKS, " ".join(args)),
           flush=True)
     p, lines, header = run_job(name, cmd, env)
-    if "(nvidia: ranks 0-1, amd-emulated: ranks 2-3)" not in header:
-        fail("%s: the islands are not nvidia 0-1 and amd-emulated 2-3: %s" % (name, header))
-    if not re.search(r"policy (hierarchical|split-rail), real$", header):
-        fail("%s: expected a hierarchical job on real GPUs: %s" % (name, header))
+    if ISLANDS not in header:
+        fail("%s: the islands are not %s: %s" % (name, ISLANDS, header))
+    if not re.search(r"policy (hierarchical|split-rail|flat), real$", header):
+        fail("%s: expected a bridged job on real GPUs: %s" % (name, header))
     devices = [l for l in lines if l.startswith("#  Rank ")]
     for r in range(NRANKS):
         want = "device amd-emulated (real)" if r in AMD_RANKS else "device nvidia (real)"
@@ -107,9 +112,12 @@ def run_perf(name, args, env, expect_sizes):
 
 
 def main():
+    global NRANKS, AMD_RANKS, ISLANDS
     ngpus = gpu_count()
     if ngpus < 2:
-        skip("needs 2 NVIDIA GPUs (each island has one rank on GPU 0 and one on GPU 1), found %d" % ngpus)
+        NRANKS, AMD_RANKS, ISLANDS = 2, (1,), "(nvidia: rank 0, amd-emulated: rank 1)"
+        print("one GPU: rank 0 NVIDIA and rank 1 emulated AMD, both on GPU 0")
+    who = "nvidia 0-1 + emulated AMD 2-3" if NRANKS == 4 else "nvidia 0 + emulated AMD 1"
     rt_name, nccl_name, _ = load_cuda_nccl()
     print("CUDA runtime: %s; NCCL: %s" % (rt_name, nccl_name))
     require_perf()
@@ -123,18 +131,18 @@ def main():
     env = job_env(os.path.abspath(rig_hip), os.path.abspath(rig_rccl))
 
     big = sizes(8, 64 << 20, 4)
-    run_perf("all_reduce, nvidia 0-1 + emulated AMD 2-3", ["all_reduce", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"],
+    run_perf("all_reduce, " + who, ["all_reduce", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"],
              env, big)
-    run_perf("broadcast, nvidia 0-1 + emulated AMD 2-3", ["broadcast", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"],
+    run_perf("broadcast, " + who, ["broadcast", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"],
              env, big)
     mid = sizes(1024, 16 << 20, 8)
     for coll in ("reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"):
-        run_perf("%s, nvidia 0-1 + emulated AMD 2-3" % coll, [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
+        run_perf("%s, %s" % (coll, who), [coll, "-b", "1K", "-e", "16M", "-f", "8", "-c", "1"],
                  env, mid)
     split_rail = dict(env, GPUBRIDGE_POLICY="split-rail")
-    run_perf("all_reduce split-rail, nvidia 0-1 + emulated AMD 2-3",
+    run_perf("all_reduce split-rail, " + who,
              ["all_reduce", "-b", "8", "-e", "64M", "-f", "4", "-c", "1"], split_rail, big)
-    print("\nPASS: gpu emulated AMD (2 NVIDIA ranks + 2 emulated AMD ranks on 2 GPUs)")
+    print("\nPASS: gpu emulated AMD (%s on %d GPU%s)" % (who, min(ngpus, 2), "s" if ngpus > 1 else ""))
     return 0
 
 

@@ -424,13 +424,15 @@ static inline void parseLayout(const char* layout) {
 }
 
 /* The policy GPUBRIDGE_POLICY names, auto resolved as the header says
- * (native with one island, else hierarchical). */
+ * (native with one island, flat when every island has one rank, else
+ * hierarchical). */
 static inline int resolvedPolicy(void) {
   const char* pol = getenv("GPUBRIDGE_POLICY");
   int configured = pol && *pol ? nameIndex(pol, policyNames, gbNumPolicies) : gbPolicyAuto;
   if (configured < 0 || configured == gbPolicyTuned)
     DIE("GPUBRIDGE_POLICY=%s is not a policy this test knows", pol);
-  return configured != gbPolicyAuto ? configured : (gNislands == 1 ? gbPolicyNative : gbPolicyHierarchical);
+  if (configured != gbPolicyAuto) return configured;
+  return gNislands == 1 ? gbPolicyNative : gNislands == gN ? gbPolicyFlat : gbPolicyHierarchical;
 }
 
 static inline void checkTopology(gbComm_t comm, int rank, int policy) {

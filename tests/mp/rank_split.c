@@ -133,7 +133,7 @@ static void expectTopology(level_t* L) {
 
 static int resolvedPolicy(const level_t* L) {
   if (L->policy != gbPolicyAuto) return L->policy;
-  return L->nislands == 1 ? gbPolicyNative : gbPolicyHierarchical;
+  return L->nislands == 1 ? gbPolicyNative : L->nislands == L->n ? gbPolicyFlat : gbPolicyHierarchical;
 }
 
 static void checkComm(const level_t* L, int lv) {

@@ -1,24 +1,31 @@
 #!/usr/bin/env python3
-"""A plain DDP job with backend "nccl", nothing gpubridge-specific in it:
-tests/gpu/run_drop_in.sh runs it as is under torchrun, once on NCCL and
-again with LD_PRELOAD=libgpubridge-nccl.so (whose nccl* functions then serve
-torch's NCCL calls).
+"""A plain training job on torch.distributed, nothing gpubridge-specific in
+it but the backend's name: --backend nccl (default) or gpubridge (then
+`import gpubridge` registers it). tests/gpu/run_drop_in.sh runs it with
+backend "nccl" as is under torchrun, once on NCCL and again with
+LD_PRELOAD=libgpubridge-nccl.so (whose nccl* functions then serve torch's
+NCCL calls); tests/gpu/run_training.sh runs it with backend "gpubridge".
 
 Default: a few collectives with integer data checked against values
 computed here (all_reduce, broadcast, all_gather_into_tensor,
 reduce_scatter_tensor, all_to_all_single, batch_isend_irecv, a new_group,
-barrier), then DDP training of a small MLP with fixed seeds. Each rank
-prints "ddp-result rank R world W steps S loss L checksum C", C being an
-integer digest of the final parameters: DDP keeps them identical on every
-rank (checked here), and runs that sum the same gradients in the same
-order print the same C.
+barrier), then training of a small MLP with fixed seeds, under DDP or (with
+--fsdp) FSDP2's fully_shard. Rank 0 prints "loss-curve MODE step S loss L"
+for every step (its own batch's loss); each rank prints "MODE-result rank R
+world W steps S loss L checksum C", C being an integer digest of the final
+(full) parameters: they are identical on every rank (checked here), and runs
+that sum the same gradients in the same order print the same C.
+
+With one GPU every rank uses it (LOCAL_RANK modulo the GPU count): NCCL
+refuses two ranks on one GPU, gpubridge's split-test and emulated-AMD
+islands of one rank each do not.
 
 --bench: all_reduce float32, -b .. -e bytes (factor -f), -n timed
 iterations after -w warm-up ones, one synchronize; rank 0 prints
 "busbw LABEL SIZE bytes T us busbw X GB/s" (busbw = S/t * 2(n-1)/n).
 
-    torchrun --standalone --nproc_per_node 2 tests/gpu/ddp_nccl.py [--steps 20]
-    torchrun --standalone --nproc_per_node 2 tests/gpu/ddp_nccl.py --bench --label plain
+    torchrun --standalone --nproc_per_node 2 tests/gpu/train_job.py [--steps 20] [--fsdp] [--backend gpubridge]
+    torchrun --standalone --nproc_per_node 2 tests/gpu/train_job.py --bench --label plain
 """
 import argparse
 import os
@@ -74,30 +81,61 @@ def checks(rank, n, dev):
     print("checks ok: rank %d" % rank, flush=True)
 
 
-def train(rank, n, local, steps):
+def make_model():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).cuda()
-    ddp = DDP(model, device_ids=[local])
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    return torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).cuda()
+
+
+def wrap(model, local, fsdp):
+    if not fsdp:
+        return DDP(model, device_ids=[local])
+    from torch.distributed.fsdp import fully_shard
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    return fully_shard(model)
+
+
+def full_parameters(model):
+    """The parameters as one tensor; FSDP2's DTensors are gathered first."""
+    parts = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]
+    return torch.cat([p.detach().reshape(-1) for p in parts])
+
+
+def train(rank, n, local, steps, fsdp, plays):
+    """plays > 0: this one process trains on the batches of `plays` ranks at
+    once (world size 1), the same global step as DDP over that many ranks:
+    the one-GPU reference, since NCCL refuses two ranks on one GPU."""
+    mode = "fsdp" if fsdp else "ddp"
+    model = wrap(make_model(), local, fsdp)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss = None
+    ranks, world = ([rank], n) if plays == 0 else (range(plays), plays)
     for step in range(steps):
-        g = torch.Generator(device="cuda").manual_seed(1000 + step * n + rank)
-        x = torch.randn(64, 512, device="cuda", generator=g)
-        y = torch.randn(64, 512, device="cuda", generator=g)
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        xs, ys = [], []
+        for r in ranks:
+            g = torch.Generator(device="cuda").manual_seed(1000 + step * world + r)
+            xs.append(torch.randn(64, 512, device="cuda", generator=g))
+            ys.append(torch.randn(64, 512, device="cuda", generator=g))
+        out = model(torch.cat(xs))
+        y = torch.cat(ys)
+        loss = torch.nn.functional.mse_loss(out, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        if rank == 0:
+            mine = torch.nn.functional.mse_loss(out[:64], y[:64])  # rank 0's own batch
+            print("loss-curve %s step %d loss %.9g" % (mode, step, mine.item()), flush=True)
+    flat = full_parameters(model)
     words = flat.view(torch.int32).to(torch.int64)
     weights = torch.arange(words.numel(), device=words.device, dtype=torch.int64) % 9973 + 1
     digest = torch.tensor([int(((words % 1000003) * weights).sum().item())], dtype=torch.int64, device="cuda")
     lo, hi = digest.clone(), digest.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-    expect(torch.equal(lo, hi), "DDP parameters differ between ranks (digests %d .. %d)" % (lo.item(), hi.item()))
-    print("ddp-result rank %d world %d steps %d loss %.9g checksum %d" % (rank, n, steps, loss.item(), digest.item()),
-          flush=True)
+    expect(torch.equal(lo, hi), "%s parameters differ between ranks (digests %d .. %d)" % (mode, lo.item(), hi.item()))
+    print("%s-result rank %d world %d steps %d loss %.9g checksum %d" % (mode, rank, n, steps, loss.item(),
+                                                                          digest.item()), flush=True)
 
 
 def bench(rank, n, a):
@@ -123,6 +161,10 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--bench", action="store_true")
+    p.add_argument("--fsdp", action="store_true", help="train under FSDP2 (fully_shard) instead of DDP")
+    p.add_argument("--backend", default="nccl", choices=("nccl", "gpubridge"))
+    p.add_argument("--plays", type=int, default=0, metavar="N",
+                   help="world size 1: train on the batches of N ranks at once (the one-GPU reference)")
     p.add_argument("--label", default="run")
     p.add_argument("-b", type=size, default=1 << 20)
     p.add_argument("-e", type=size, default=1 << 30)
@@ -130,15 +172,18 @@ def main():
     p.add_argument("-n", type=int, default=20)
     p.add_argument("-w", type=int, default=5)
     a = p.parse_args()
-    local = int(os.environ.get("LOCAL_RANK", 0))
+    local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl")
+    if a.backend == "gpubridge":
+        import gpubridge  # noqa: F401  (registers the backend)
+    dist.init_process_group(a.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
     if a.bench:
         bench(rank, n, a)
     else:
-        checks(rank, n, torch.device("cuda", local))
-        train(rank, n, local, a.steps)
+        if a.plays == 0:
+            checks(rank, n, torch.device("cuda", local))
+        train(rank, n, local, a.steps, a.fsdp, a.plays)
     dist.destroy_process_group()
 
 
