@@ -27,6 +27,8 @@ def _timeout_config(timeout_s):
 class Communicator:
     """Owns one gbComm_t, its stream and its watcher thread."""
 
+    before_submit = None  # called before every launch (the backend's held send/recv, _p2p.py)
+
     def __init__(self, handle, timeout_s=None):
         self.handle = handle
         self.rank = _lib.comm_user_rank(handle)
@@ -141,6 +143,8 @@ class Communicator:
         On a GPU the calls go on the communicator's stream after the current
         stream's work; on the host device on the communicator's stream."""
         post = list(post or ())
+        if self.before_submit is not None:
+            self.before_submit()  # held sends and receives go first (_p2p.py)
         with self._lock:
             self._check_live(call)
             if kind == "cuda":
@@ -296,6 +300,11 @@ class Communicator:
         def launch(stream):
             _lib.all_to_all(iv.data_ptr(), ov.data_ptr(), n, dt, self.handle, stream)
         return self.submit(call, kind, launch, [output], keep=(ov, iv), post=post)
+
+    def check_p2p(self, call, tensor, peer):
+        """What send_recv would refuse, refused when the call is made (it may be held)."""
+        self._kind(call, tensor)
+        self._check_root(call, peer, "peer")
 
     def send_recv(self, sends, recvs, call):
         """One group of point-to-point calls: sends [(tensor, peer)], recvs [(tensor, peer)].

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from . import _tensors as T
 from ._comm import Communicator
+from ._p2p import P2pQueue
 from ._tensors import Unsupported
 
 BACKEND_NAME = "gpubridge"
@@ -42,6 +43,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
             timeout_s = float(timeout) if timeout else None
         self._timeout_s = timeout_s
         self.communicator = Communicator.from_store(store, rank, size, timeout_s)
+        self._p2p = P2pQueue(self.communicator)
         self._coalescing = None
 
     def getBackendName(self):
@@ -252,13 +254,16 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         work._result = [out]
         return self._track(work)
 
+    # Held and fused with the next ones (_p2p.py): torch issues a batch one call at a time.
     def send(self, tensors, dst, tag=0):
         t = T.one_tensor("send", tensors)
-        return self._track(self.communicator.send_recv([(t, dst)], [], "send"))
+        self.communicator.check_p2p("send", t, dst)
+        return self._track(self._p2p.add(True, t, dst))
 
     def recv(self, tensors, src, tag=0):
         t = T.one_tensor("recv", tensors)
-        return self._track(self.communicator.send_recv([], [(t, src)], "recv"))
+        self.communicator.check_p2p("recv", t, src)
+        return self._track(self._p2p.add(False, t, src))
 
     def recv_anysource(self, tensors, tag=0):
         raise Unsupported("recv_anysource", "gpubridge receives only from a named peer (as NCCL); "
@@ -298,6 +303,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
     # ------------------------------------------------------- lifecycle
 
     def shutdown(self):
+        self._p2p.flush()
         self.communicator.destroy()
 
     def abort(self):

@@ -106,6 +106,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_THRESHOLDS] = {"GPUBRIDGE_THRESHOLDS", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                              "Thresholds file for policy tuned (written by gpubridge-perf --tune): which policy "
                              "each collective uses by message size. Every rank must read identical contents."},
+    [GB_PARAM_LIBRARY] = {"GPUBRIDGE_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                          "Python package only: the libgpubridge.so (or a build folder holding it) to load "
+                          "instead of the one installed with the package; the library itself ignores it."},
 };
 
 /* Words after the range in an INT error. */

@@ -37,6 +37,7 @@ typedef enum {
   GB_PARAM_RAILS,
   GB_PARAM_THRESHOLDS,
   GB_PARAM_SHM,
+  GB_PARAM_LIBRARY,
   GB_PARAM_COUNT
 } gbParamId_t;
 

@@ -118,13 +118,14 @@ def result_rows(lines):
     return [m for m in (ROW.match(l) for l in lines if not l.startswith("#")) if m]
 
 
-def check_rows(name, rows, expect_sizes):
-    """Every row 0 wrong out of place and in place, none simulated, and the
-    sizes expect_sizes (unless None)."""
+def check_rows(name, rows, expect_sizes, in_place=True):
+    """Every row 0 wrong out of place and in place (N/A in place for a
+    collective without one: in_place False), none simulated, and the sizes
+    expect_sizes (unless None)."""
     for m in rows:
-        if m.group(6) != "0" or m.group(7) != "0":
-            fail("%s: %s B %s %s: #wrong out of place %s, in place %s (expected 0 and 0)"
-                 % (name, m.group(1), m.group(3), m.group(4), m.group(6), m.group(7)))
+        if m.group(6) != "0" or m.group(7) != ("0" if in_place else "N/A"):
+            fail("%s: %s B %s %s: #wrong out of place %s, in place %s (expected 0 and %s)"
+                 % (name, m.group(1), m.group(3), m.group(4), m.group(6), m.group(7), "0" if in_place else "N/A"))
         if "simulated" in m.group(8):
             fail("%s: row marked simulated: %s" % (name, m.group(0)))
     if expect_sizes is not None:

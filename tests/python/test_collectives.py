@@ -128,6 +128,18 @@ def worker():
         dist.recv(t, prv)
         dist.send(inputs[rank][:5].clone(), nxt)
     check(torch.equal(t, inputs[prv][:5]), "send/recv ring")
+    # every rank sends first: held and fused into one group per rank (as NCCL's batch)
+    t = torch.empty(7)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, inputs[rank][:7].clone(), nxt),
+                                   dist.P2POp(dist.irecv, t, prv)])
+    for r in reqs:
+        r.wait()
+    check(torch.equal(t, inputs[prv][:7]), "batch_isend_irecv ring: %s" % t)
+    a, b = torch.empty(3), torch.empty(3)
+    ws = [dist.isend(inputs[rank][:3].clone(), prv), dist.irecv(a, nxt),
+          dist.isend(inputs[rank][3:6].clone(), nxt), dist.irecv(b, prv)]
+    check(all(w.wait() for w in ws), "isend/irecv waits")
+    check(torch.equal(a, inputs[nxt][:3]) and torch.equal(b, inputs[prv][3:6]), "isend/irecv both ways")
     g = [torch.empty(10) for _ in range(world)] if rank == 1 else None
     dist.gather(inputs[rank].clone(), g, dst=1)
     if rank == 1:
