@@ -18,7 +18,7 @@
  * sleeps. Phases by time, not iterations: a pause instruction lasts from 10
  * to 150 cycles depending on the CPU. */
 #define SPIN_NS 20000
-#define YIELD_NS 2000000
+#define YIELD_NS 200000
 /* Longest sleep between looks: a flag a GPU writes wakes nobody, so the
  * waiter looks again this often; a flag set on the host wakes it at once.
  * The thread's timer slack is cut to TIMER_SLACK_NS so that the sleep is

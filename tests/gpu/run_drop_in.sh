@@ -66,16 +66,8 @@ GPUS=$(nvidia-smi -L | grep -c '^GPU ')
 # With one GPU, NCCL refuses two ranks on it: the plain and native runs are
 # then one process that trains on the batches of both ranks (--plays 2).
 if [ "$GPUS" -ge 2 ]; then ONE="$RUN"; PLAYS=; else ONE="${RUN/--nproc_per_node 2/--nproc_per_node 1}"; PLAYS="--plays 2"; fi
-WRAP=$OUT/amd_rank1.sh
-cat > "$WRAP" <<EOF
-#!/bin/sh
-case "\$RANK" in
-  1) export GPUBRIDGE_DEVICE_BACKEND=hip GPUBRIDGE_HIP_LIBRARY=$RIG/libamdhip64.so GPUBRIDGE_RCCL_LIBRARY=$RIG/librccl.so.1 ;;
-  *) export GPUBRIDGE_DEVICE_BACKEND=cuda ;;
-esac
-exec "\$@"
-EOF
-chmod +x "$WRAP"
+WRAP=tests/gpu/emulated_amd_rank1.sh
+export GB_RIG=$RIG
 LOGS="GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT,NET"
 for mode in ddp fsdp; do
   flag=; [ $mode = fsdp ] && flag=--fsdp

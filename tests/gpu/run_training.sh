@@ -35,16 +35,8 @@ JOB=tests/gpu/train_job.py
 if [ "$GPUS" -ge 2 ]; then ONE="$RUN"; PLAYS=; else ONE="${RUN/--nproc_per_node 2/--nproc_per_node 1}"; PLAYS="--plays 2"; fi
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} GPUBRIDGE_LIBRARY=$PWD/$B/lib/libgpubridge.so
 LOGS="GPUBRIDGE_DEBUG=INFO GPUBRIDGE_DEBUG_SUBSYS=INIT,NET"
-WRAP=$OUT/amd_rank1.sh
-cat > "$WRAP" <<EOW
-#!/bin/sh
-case "\$RANK" in
-  1) export GPUBRIDGE_DEVICE_BACKEND=hip GPUBRIDGE_HIP_LIBRARY=$RIG/libamdhip64.so GPUBRIDGE_RCCL_LIBRARY=$RIG/librccl.so.1 ;;
-  *) export GPUBRIDGE_DEVICE_BACKEND=cuda ;;
-esac
-exec "\$@"
-EOW
-chmod +x "$WRAP"
+WRAP=tests/gpu/emulated_amd_rank1.sh
+export GB_RIG=$RIG
 fails=0
 verdict() { if [ "$1" -eq 0 ]; then echo "PASS: $2"; else echo "FAIL: $2"; fails=$((fails + 1)); fi; }
 for mode in ddp fsdp; do
