@@ -97,7 +97,7 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                               "op, root, send/recv pairs) and all fail alike on a mismatch; off: trust the "
                               "program (saves a host round trip per call); auto: on unless the communicator is "
                               "one island running native (the vendor library's own behaviour and speed)."},
-    [GB_PARAM_SHM] = {"GPUBRIDGE_SHM", GB_PARAM_ENUM, "off", shmChoices, 0, 0, 0,
+    [GB_PARAM_SHM] = {"GPUBRIDGE_SHM", GB_PARAM_ENUM, "auto", shmChoices, 0, 0, 0,
                       "Peers on the same host: auto moves messages through shared-memory rings (the TCP "
                       "connection stays, to notice a peer that dies); off keeps them on TCP."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,

@@ -24,6 +24,7 @@ typedef struct {
   gbAlgoGroup_t* hostGroup;
   int depth;
   int queued;          /* something reached the stream or the proxy */
+  int direct;          /* all-reduce on host memory: the proxy works in recv, no slot copies */
   gbSlot_t slotOf[64];
 } walk_t;
 
@@ -112,19 +113,28 @@ static gbResult_t front(walk_t* w, size_t i) {
   w->queued = 1;
   size_t bytes = n * w->esize;
   const char* src = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
-  if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, w->stream));
+  void* buf = w->direct ? (void*)(w->recv + off * w->esize) : s->buf;
+  const void* scale = p->host == GB_HOST_WORLD ? w->ops.scale : NULL; /* elsewhere the island step scaled */
+  /* The proxy reads a direct all-reduce's input where it is, unless it must
+   * scale it first (never in the caller's send buffer). */
+  const void* input = NULL;
+  if (p->stageOut && src != buf) {
+    if (w->direct && !scale) input = src;
+    else GB_CHECK(c->dev->copyAsync(buf, src, bytes, w->stream));
+  }
   GB_CHECK(gbCommSlotStaged(c, s, w->stream));
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
   op.kind = proxyKind(w->in.coll);
   op.group = w->hostGroup;
-  op.buf = s->buf;
+  op.buf = buf;
+  op.src = input;
   op.count = n;
   op.dtype = w->in.dtype;
   op.op = w->ops.host;
   op.divisor = w->ops.divisor;
   op.root = p->hostRoot;
-  op.scale = p->host == GB_HOST_WORLD ? w->ops.scale : NULL; /* elsewhere the island step scaled */
+  op.scale = scale;
   op.ready = gbCommSlotStagedFlag(c, s);
   op.readyValue = s->use;
   op.done = gbCommSlotDoneFlag(c, s);
@@ -142,7 +152,8 @@ static gbResult_t back(walk_t* w, size_t i) {
   if (p->host != GB_HOST_NONE && n > 0) {
     gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
     GB_CHECK(gbCommSlotAwait(c, s, w->stream));
-    if (p->stageIn) GB_CHECK(c->dev->copyAsync(w->recv + off * w->esize, s->buf, n * w->esize, w->stream));
+    if (p->stageIn && !w->direct)
+      GB_CHECK(c->dev->copyAsync(w->recv + off * w->esize, s->buf, n * w->esize, w->stream));
     GB_CHECK(gbCommSlotRelease(c, s, w->stream));
   }
   return islandSteps(w, i, p->after, p->afterRoot, 0);
@@ -173,6 +184,10 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   w.stream = stream;
   w.hostGroup = hostGroupOf(c, &plan);
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
+  /* Host memory needs no staging for all-reduce: recv is where the result
+   * goes and what every later step reads (the slot still orders the steps).
+   * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
+  w.direct = c->dev->hostMemory && in->coll == GB_COLL_ALLREDUCE;
   c->seq++;
   gbCommCall_t call = {in->coll, in->count, in->dtype, ops ? (int)in->op : -1, in->root};
   uint64_t checks = c->checksPosted;

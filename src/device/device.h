@@ -24,6 +24,8 @@ typedef struct gbDeviceOps {
   const char* name;         /* "host", "cuda", "hip" */
   int runKind;              /* gbRunKind_t */
   const char* vendor;       /* island label: "nvidia", "amd", or GPUBRIDGE_VENDOR's value */
+  int hostMemory;           /* device memory is host memory (the host device): the proxy can
+                               work in the caller's buffers, no staging copies */
 
   gbResult_t (*memAlloc)(void** ptr, size_t bytes);
   gbResult_t (*memFree)(void* ptr);

@@ -3,28 +3,17 @@
 #include "device/device.h"
 
 #include <linux/futex.h>
-#include <sched.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "os/backoff.h"
 
-/* A wait spins first (a release microseconds away: the next step of a
- * pipeline), then looks between yields of the core (a release within a
- * collective's round trip; other threads of the rank still run), then
- * sleeps. Phases by time, not iterations: a pause instruction lasts from 10
- * to 150 cycles depending on the CPU. */
-#define SPIN_NS 20000
-#define YIELD_NS 200000
-/* Longest sleep between looks: a flag a GPU writes wakes nobody, so the
- * waiter looks again this often; a flag set on the host wakes it at once.
- * The thread's timer slack is cut to TIMER_SLACK_NS so that the sleep is
- * this long and not Linux's default 50 us longer. */
-#define POLL_INTERVAL_NS 20000
-#define TIMER_SLACK_NS 1000
+/* Waits yield, then sleep (os/backoff.h); the sleep here is on the
+ * flag's futex, so a flag set on the host wakes the waiter at once, and a flag
+ * a GPU writes (which wakes nobody) is looked at every GB_OS_SLEEP_NS. */
 
 /* The flag's low 32 bits of value, which every store changes, as a futex
  * word (little-endian hosts; elsewhere the sleep alone bounds the wait).
@@ -39,12 +28,8 @@ static uint32_t* futexWord(gbFlag_t* flag) {
 }
 
 static void sleepOn(gbFlag_t* flag, uint64_t seen) {
-  static _Thread_local int slackSet;
-  if (!slackSet) {
-    (void)prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0); /* best effort: only the sleep's length */
-    slackSet = 1;
-  }
-  const struct timespec interval = {0, POLL_INTERVAL_NS};
+  gbOsLowTimerSlack();
+  const struct timespec interval = {0, GB_OS_SLEEP_NS};
   uint32_t* word = futexWord(flag);
   if (!word) {
     nanosleep(&interval, NULL);
@@ -53,16 +38,6 @@ static void sleepOn(gbFlag_t* flag, uint64_t seen) {
   __atomic_add_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (uint32_t)seen, &interval, NULL, 0);
   __atomic_sub_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
-}
-
-static inline void cpuRelax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#else
-  __asm__ __volatile__("" ::: "memory");
-#endif
 }
 
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
@@ -103,12 +78,9 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
   gbResult_t res = gbSuccess;
   gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
   int64_t start = gbClockNowNs();
-  for (int64_t waited = 0; waited < YIELD_NS; waited = gbClockNowNs() - start) {
-    for (int i = 0; i < 32; i++) {
-      if (check(flag, value, abortFlag, &res)) return res;
-      cpuRelax();
-    }
-    if (waited >= SPIN_NS) sched_yield();
+  for (int64_t waited = 0; waited < GB_OS_YIELD_NS; waited = gbClockNowNs() - start) {
+    if (check(flag, value, abortFlag, &res)) return res;
+    gbOsBackoff(waited);
   }
   for (;;) {
     uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/result.h"
+#include "os/backoff.h"
 
 #define POLL_CAP_MS 50
 #define STACK_REQS 64
@@ -61,6 +63,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
   gbNetReq_t** pend = pendStack;
   struct pollfd* fds = fdStack;
   int cap = STACK_FDS, left = n, poked = 1;
+  int64_t idleSince = 0; /* when a pass last finished a request (0: the last one did) */
   gbResult_t res = gbSuccess;
   int64_t start = gbClockNowNs();
   if (n > STACK_REQS && (pend = malloc((size_t)n * sizeof(*pend))) == NULL)
@@ -78,6 +81,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
         else i++;
       }
       poked = left > 0 && left < before;
+      if (left < before) idleSince = 0;
     }
     if (left == 0) break;
     if (aborted(abortFlag) || gbDeadlinePassed(deadline)) {
@@ -85,7 +89,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
       goto out;
     }
     uint64_t round = atomic_fetch_add(&roundCounter, 1) + 1;
-    int m = 0;
+    int m = 0, unpolled = 0;
     for (int i = 0; i < left; i++) {
       if (cap - m < GB_NET_MAX_POLLFDS) {
         int ncap = 2 * cap;
@@ -98,7 +102,24 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
         fds = nf;
         cap = ncap;
       }
-      m += opsOf(pend[i])->pollFds(pend[i], round, fds + m, cap - m);
+      int k = opsOf(pend[i])->pollFds(pend[i], round, fds + m, cap - m);
+      if (k < 0) unpolled++;
+      else m += k;
+    }
+    /* A request with nothing to poll (a shared-memory ring) is tested again
+     * after a backoff: yields, then short sleeps; sockets are then only
+     * looked at, not waited on. */
+    if (unpolled) {
+      int64_t now = gbClockNowNs();
+      if (idleSince == 0) idleSince = now;
+      if (m > 0 && poll(fds, (nfds_t)m, 0) < 0 && errno != EINTR) {
+        char eb[128];
+        res = gbErrorSet(gbSystemError, "poll while waiting for %d requests: %s", left, strerror_r(errno, eb, sizeof(eb)));
+        goto out;
+      }
+      gbOsBackoff(now - idleSince);
+      poked = 1;
+      continue;
     }
     if (m == 0) { /* every request left has finished its socket work */
       poked = 1;

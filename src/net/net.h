@@ -79,8 +79,9 @@ typedef struct gbNetOps {
    * (POLLIN where receives are pending, POLLOUT where sends are), at most
    * min(max, GB_NET_MAX_POLLFDS), and returns how many; a connection already
    * listed in this round (the same round number) adds none, so many requests
-   * on one connection cost one set of entries. reqInfo says where req goes,
-   * for messages. */
+   * on one connection cost one set of entries. -1: the connection has
+   * nothing to poll (a shared-memory ring): test it again after a backoff.
+   * reqInfo says where req goes, for messages. */
   int (*pollFds)(gbNetReq_t* req, uint64_t round, struct pollfd* fds, int max);
   void (*reqInfo)(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* bytes);
 } gbNetOps_t;

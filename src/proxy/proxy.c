@@ -37,7 +37,7 @@ static gbResult_t runStep(const gbProxyOp_t* op) {
   scaleInput(op);
   switch (op->kind) {
     case GB_PROXY_ALLREDUCE:
-      return gbAlgoAllReduce(g, buf, buf, op->count, op->dtype, op->op, op->divisor);
+      return gbAlgoAllReduce(g, op->src ? op->src : buf, buf, op->count, op->dtype, op->op, op->divisor);
     case GB_PROXY_BCAST:
       return gbAlgoBroadcast(g, buf, op->count * es, op->root);
     case GB_PROXY_REDUCE:

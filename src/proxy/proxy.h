@@ -26,6 +26,7 @@ typedef struct {
   gbProxyKind_t kind;
   gbAlgoGroup_t* group;
   void* buf;                 /* the staging slot, in place */
+  const void* src;           /* all-reduce: the input, when not buf (NULL: buf) */
   size_t count;
   gbDataType_t dtype;
   gbRedOp_t op;

@@ -429,6 +429,7 @@ static const gbDeviceOps hostOps = {
     .flagWrite = flagWrite,
     .flagWait = flagWait,
     .launchHostFn = launchHostFn,
+    .hostMemory = 1,
 };
 
 const gbDeviceOps* gbDeviceHostOps(void) { return &hostOps; }

@@ -7,7 +7,6 @@
  * as both sides mapped it, so nothing outlives the processes. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,8 +220,7 @@ gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
   }
   if (peerClosed) return failConn(c, gbRemoteError, "the peer shut the connection down");
   if (++c->idle % IDLE_CHECK_EVERY == 0) GB_CHECK(checkPeer(c));
-  sched_yield(); /* let the peer (maybe on this core) move */
-  return gbSuccess;
+  return gbSuccess; /* gbNetWaitAll backs off (yields, then sleeps) between passes */
 }
 
 void gbNetTcpShmShutdown(gbNetConn_t* c) {

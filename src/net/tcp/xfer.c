@@ -156,7 +156,7 @@ gbResult_t gbNetTcpTest(gbNetReq_t* r, int* done) {
 
 int gbNetTcpPollFds(gbNetReq_t* r, uint64_t round, struct pollfd* fds, int max) {
   gbNetConn_t* c = r->conn;
-  if (c->shm) return 0; /* nothing to poll: gbNetWaitAll keeps testing */
+  if (c->shm) return -1; /* nothing to poll: gbNetWaitAll tests again after a backoff */
   if (c->pollRound == round) return 0;
   c->pollRound = round;
   int m = 0;
