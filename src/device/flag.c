@@ -78,9 +78,10 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
   gbResult_t res = gbSuccess;
   gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
   int64_t start = gbClockNowNs();
-  for (int64_t waited = 0; waited < GB_OS_YIELD_NS; waited = gbClockNowNs() - start) {
+  /* A GPU's write wakes nobody: such a flag is looked at every sleep. */
+  for (int64_t waited = 0; waited < GB_OS_YIELD_WOKEN_NS; waited = gbClockNowNs() - start) {
     if (check(flag, value, abortFlag, &res)) return res;
-    gbOsBackoff(waited);
+    gbOsBackoff(waited, GB_OS_YIELD_WOKEN_NS);
   }
   for (;;) {
     uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);

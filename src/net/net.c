@@ -117,7 +117,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
         res = gbErrorSet(gbSystemError, "poll while waiting for %d requests: %s", left, strerror_r(errno, eb, sizeof(eb)));
         goto out;
       }
-      gbOsBackoff(now - idleSince);
+      gbOsBackoff(now - idleSince, GB_OS_YIELD_UNWOKEN_NS);
       poked = 1;
       continue;
     }

@@ -13,8 +13,8 @@ void gbOsLowTimerSlack(void) {
   done = 1;
 }
 
-void gbOsBackoff(int64_t waitedNs) {
-  if (waitedNs < GB_OS_YIELD_NS) {
+void gbOsBackoff(int64_t waitedNs, int64_t yieldNs) {
+  if (waitedNs < yieldNs) {
     sched_yield();
     return;
   }
