@@ -113,22 +113,23 @@ for mode in ddp fsdp; do
   verdict $? "$mode loss curves"
 done
 
+# The same all_reduce timing (bench/nccl_torch_allreduce.py), plain and
+# preloaded, alternating; its lines start with the label.
+BENCH=bench/nccl_torch_allreduce.py
 if [ "$GPUS" -ge 2 ]; then
   step "5. all_reduce busbw, float32, 1 MiB .. 1 GiB, plain and preloaded alternating (3 rounds)"
   for round in 1 2 3; do
-    $RUN $JOB --bench --label "plain-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 | grep '^busbw'
-    LD_PRELOAD=$LIB $RUN $JOB --bench --label "preload-native-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 |
-      grep '^busbw'
+    $RUN $BENCH --label "plain-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 | grep '^plain'
+    LD_PRELOAD=$LIB $RUN $BENCH --label "preload-native-$round" -b 1M -e 1G -f 4 -n 50 -w 10 2>&1 | grep '^preload'
   done
-  LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $RUN $JOB --bench --label preload-split -b 1M -e 1G -f 4 -n 10 -w 2 2>&1 |
-    grep '^busbw'
+  LD_PRELOAD=$LIB GPUBRIDGE_SPLIT_TEST=half $RUN $BENCH --label preload-split -b 1M -e 1G -f 4 -n 10 -w 2 2>&1 |
+    grep '^preload'
 else
   step "5. one GPU: time per all_reduce call of one rank, plain and preloaded alternating (3 rounds); the" \
     "difference is what the preload adds to each call"
   for round in 1 2 3; do
-    $ONE $JOB --bench --label "plain-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 | grep '^busbw'
-    LD_PRELOAD=$LIB $ONE $JOB --bench --label "preload-native-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 |
-      grep '^busbw'
+    $ONE $BENCH --label "plain-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 | grep '^plain'
+    LD_PRELOAD=$LIB $ONE $BENCH --label "preload-native-$round" -b 8 -e 1M -f 32 -n 2000 -w 100 2>&1 | grep '^preload'
   done
 fi
 

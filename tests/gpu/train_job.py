@@ -20,26 +20,15 @@ With one GPU every rank uses it (LOCAL_RANK modulo the GPU count): NCCL
 refuses two ranks on one GPU, gpubridge's split-test and emulated-AMD
 islands of one rank each do not.
 
---bench: all_reduce float32, -b .. -e bytes (factor -f), -n timed
-iterations after -w warm-up ones, one synchronize; rank 0 prints
-"busbw LABEL SIZE bytes T us busbw X GB/s" (busbw = S/t * 2(n-1)/n).
-
     torchrun --standalone --nproc_per_node 2 tests/gpu/train_job.py [--steps 20] [--fsdp] [--backend gpubridge]
-    torchrun --standalone --nproc_per_node 2 tests/gpu/train_job.py --bench --label plain
 """
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
 def expect(ok, what):
@@ -138,39 +127,13 @@ def train(rank, n, local, steps, fsdp, plays):
                                                                           digest.item()), flush=True)
 
 
-def bench(rank, n, a):
-    s = a.b
-    while s <= a.e:
-        x = torch.ones(s // 4, dtype=torch.float32, device="cuda")
-        for _ in range(a.w):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(a.n):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        t = (time.perf_counter() - t0) / a.n
-        if rank == 0:
-            print("busbw %s %12d bytes %10.1f us busbw %8.2f GB/s" % (a.label, s, t * 1e6, s / t / 1e9 * 2 * (n - 1) / n),
-                  flush=True)
-        s *= a.f
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--bench", action="store_true")
     p.add_argument("--fsdp", action="store_true", help="train under FSDP2 (fully_shard) instead of DDP")
     p.add_argument("--backend", default="nccl", choices=("nccl", "gpubridge"))
     p.add_argument("--plays", type=int, default=0, metavar="N",
                    help="world size 1: train on the batches of N ranks at once (the one-GPU reference)")
-    p.add_argument("--label", default="run")
-    p.add_argument("-b", type=size, default=1 << 20)
-    p.add_argument("-e", type=size, default=1 << 30)
-    p.add_argument("-f", type=int, default=4)
-    p.add_argument("-n", type=int, default=20)
-    p.add_argument("-w", type=int, default=5)
     a = p.parse_args()
     local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
     torch.cuda.set_device(local)
@@ -178,12 +141,9 @@ def main():
         import gpubridge  # noqa: F401  (registers the backend)
     dist.init_process_group(a.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
-    if a.bench:
-        bench(rank, n, a)
-    else:
-        if a.plays == 0:
-            checks(rank, n, torch.device("cuda", local))
-        train(rank, n, local, a.steps, a.fsdp, a.plays)
+    if a.plays == 0:
+        checks(rank, n, torch.device("cuda", local))
+    train(rank, n, local, a.steps, a.fsdp, a.plays)
     dist.destroy_process_group()
 
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gpubridge/gpubridge.h"
+#include "rank_die.h"
 
 #define MAX_RANKS 64
 #define BLOCK 8192 /* elements per reference block */
@@ -26,31 +27,6 @@
 
 /* ------------------------------------------------------------ small helpers */
 
-static int gRank RC_UNUSED = -1;
-
-#define DIE(...)                                  \
-  do {                                            \
-    fprintf(stdout, "rank %d: FAIL: ", gRank);    \
-    fprintf(stdout, __VA_ARGS__);                 \
-    fprintf(stdout, "\n");                        \
-    fflush(stdout);                               \
-    exit(1);                                      \
-  } while (0)
-
-#define CHECK_GB(call)                                                                  \
-  do {                                                                                  \
-    gbResult_t r_ = (call);                                                             \
-    if (r_ != gbSuccess)                                                                \
-      DIE("%s returned %d (%s): %s", #call, (int)r_, gbGetErrorString(r_), gbGetLastError(NULL)); \
-  } while (0)
-
-static inline double nowS(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Waits for a file to exist, polling, up to a deadline. */
 static inline void waitFile(const char* path, double seconds) {
   double end = nowS() + seconds;
   while (access(path, F_OK) != 0) {

@@ -25,18 +25,9 @@
 #include <time.h>
 
 #include "gpubridge/gpubridge.h"
+#include "rank_die.h"
 
-static int gRank = -1;
 static int gFailed;
-
-#define DIE(...)                               \
-  do {                                         \
-    fprintf(stdout, "rank %d: FAIL: ", gRank); \
-    fprintf(stdout, __VA_ARGS__);              \
-    fprintf(stdout, "\n");                     \
-    fflush(stdout);                            \
-    exit(1);                                   \
-  } while (0)
 
 /* A failed expectation after the mismatch: reported, but the run goes on so
  * that the driver still sees the text and the timings. */
@@ -47,19 +38,6 @@ static int gFailed;
     fprintf(stdout, "\n");                     \
     gFailed = 1;                               \
   } while (0)
-
-#define CHECK_GB(call)                                                                              \
-  do {                                                                                              \
-    gbResult_t r_ = (call);                                                                         \
-    if (r_ != gbSuccess)                                                                            \
-      DIE("%s returned %d (%s): %s", #call, (int)r_, gbGetErrorString(r_), gbGetLastError(NULL)); \
-  } while (0)
-
-static double nowS(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int32_t val(int rank, int c, size_t i) { return (int32_t)((rank + 1) * 1000 + c * 100 + (int)(i % 97)); }
 

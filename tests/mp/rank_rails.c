@@ -11,24 +11,7 @@
 #include <string.h>
 
 #include "gpubridge/gpubridge.h"
-
-static int gRank = -1;
-
-#define DIE(...)                               \
-  do {                                         \
-    fprintf(stdout, "rank %d: FAIL: ", gRank); \
-    fprintf(stdout, __VA_ARGS__);              \
-    fprintf(stdout, "\n");                     \
-    fflush(stdout);                            \
-    exit(1);                                   \
-  } while (0)
-
-#define CHECK_GB(call)                                                                              \
-  do {                                                                                              \
-    gbResult_t r_ = (call);                                                                         \
-    if (r_ != gbSuccess)                                                                            \
-      DIE("%s returned %d (%s): %s", #call, (int)r_, gbGetErrorString(r_), gbGetLastError(NULL)); \
-  } while (0)
+#include "rank_die.h"
 
 static float val(int rank, size_t i) { return (float)((int)((i * 7 + (size_t)rank * 13) % 201) - 100); }
 

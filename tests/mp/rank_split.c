@@ -36,33 +36,10 @@
 #include <time.h>
 
 #include "gpubridge/gpubridge.h"
+#include "rank_die.h"
 
 #define MAX_RANKS 64
 #define MAX_LEVELS 3
-
-static int gRank = -1;
-
-#define DIE(...)                               \
-  do {                                         \
-    fprintf(stdout, "rank %d: FAIL: ", gRank); \
-    fprintf(stdout, __VA_ARGS__);              \
-    fprintf(stdout, "\n");                     \
-    fflush(stdout);                            \
-    exit(1);                                   \
-  } while (0)
-
-#define CHECK_GB(call)                                                                              \
-  do {                                                                                              \
-    gbResult_t r_ = (call);                                                                         \
-    if (r_ != gbSuccess)                                                                            \
-      DIE("%s returned %d (%s): %s", #call, (int)r_, gbGetErrorString(r_), gbGetLastError(NULL)); \
-  } while (0)
-
-static double nowS(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const char* policyNames[gbNumPolicies] = {"auto", "hierarchical", "native", "flat", "split-rail", "tuned"};
 
