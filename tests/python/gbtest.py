@@ -6,6 +6,7 @@ process wait has a deadline; a rank that fails stops the others.
 Exit codes: 0 pass, 1 fail, 77 skip (with a reason on stdout).
 """
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -68,10 +69,20 @@ def require_library(*symbols):
 
 
 def free_port():
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port that was free a moment ago on 127.0.0.1, drawn below Linux's
+    ephemeral range (32768 and up): a port the kernel handed out for bind(0)
+    goes back to that pool, where the next listener or outgoing connection of
+    a test running alongside can take it before our rank 0 binds it."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(20000, 32768)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port in 20000-32767 on 127.0.0.1 after 200 tries")
 
 
 def worker_env(rank, world, vendor, port, extra=None):
