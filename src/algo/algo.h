@@ -3,11 +3,12 @@
  *
  * Reduction order (docs/REDUCTION_ORDER.md), per call of count elements over
  * n members (member order = group order):
- *  - bytes < ringMinBytes or n < 3: "exchange": every member receives every
+ *  - bytes < ringMinBytes: "exchange": every member receives every
  *    contribution and folds x0 op x1 op ... op x(n-1), left to right.
  *  - otherwise "ring": slice j = [floor(j*count/n), floor((j+1)*count/n)) is
  *    folded x(j+1) op x(j+2) op ... op x(j) (indices mod n, left to right),
- *    on member j, then all-gathered.
+ *    on member j, then all-gathered. With n = 2 both slices are folded
+ *    x0 op x1, so two members always get the exchange's bits.
  *  Reduce uses the all-reduce's order. divisor > 0 divides the result once,
  *  where it is reduced, before it is copied (avg). */
 #ifndef GB_ALGO_ALGO_H

@@ -46,11 +46,14 @@ static void foldPiece(const exch_t* x, size_t k, gbDataType_t dt, gbRedOp_t op, 
   size_t bytes = elems * x->es;
   char* out = x->recv + off * x->es;
   const char* mine = x->send + off * x->es;
-  /* Member 0 folds in its output. The others fold in x0's slot and copy
-   * once: that also keeps an in-place input intact until it is folded. */
-  char* acc = g->me == 0 ? out : slotAt(x, k, 0);
-  if (g->me == 0 && mine != out) memcpy(out, mine, bytes);
-  for (int i = 1; i < g->n; i++) {
+  const char* x0 = g->me == 0 ? mine : slotAt(x, k, 0);
+  const char* x1 = g->me == 1 ? mine : slotAt(x, k, 1);
+  /* The folds go straight to out, unless out is my own contribution (in
+   * place) and it is still to be folded after the first: then x0's slot
+   * holds the partial and the result is copied once. */
+  char* acc = mine == out && g->me >= 2 ? slotAt(x, k, 0) : out;
+  gbReduceTo(acc, x0, x1, elems, dt, op);
+  for (int i = 2; i < g->n; i++) {
     gbReduceInto(acc, i == g->me ? mine : slotAt(x, k, i), elems, dt, op);
   }
   if (divisor > 0) gbDivideBy(acc, elems, dt, divisor);

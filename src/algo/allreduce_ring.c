@@ -7,7 +7,10 @@
  * unit (s, k) is piece k of step s. Units run in (s, k) order on every
  * member, up to GB_ALGO_WINDOW in flight; unit (s, k) is posted only once
  * unit (s-1, k) is done, because it sends what that unit produced and
- * receives into the buffer that unit sent from. */
+ * receives into the buffer that unit sent from.
+ *
+ * With two members the ring keeps the exchange's order, x0 op x1, on both
+ * slices (algo.h): member 0 puts its own contribution on the left. */
 #include <string.h>
 #include "algo/internal.h"
 #include "base/dtype.h"
@@ -24,7 +27,6 @@ typedef struct {
   gbRedOp_t op;
   int divisor;
   int steps;           /* n-1 or 2(n-1) */
-  int direct;          /* the last reduce-scatter step receives straight into out */
 } ring_t;
 
 typedef struct {
@@ -69,9 +71,7 @@ static const char* source(const ring_t* r, int s) {
 }
 
 static char* target(const ring_t* r, int s) {
-  int n = r->g->n;
-  if (s < n - 2) return r->buf[s & 1];
-  if (s == n - 2) return r->direct ? r->out : r->buf[s & 1];
+  if (s <= r->g->n - 2) return r->buf[s & 1];
   return r->recv + sliceBegin(r, recvSlice(r, s)) * r->es;
 }
 
@@ -94,8 +94,8 @@ static gbResult_t post(ring_t* r, unit_t u, gbNetReq_t** reqs, int* nreq) {
 }
 
 /* Reduce-scatter units fold my contribution into the received partial (the
- * partial is the left operand); the last one also divides and, when it could
- * not receive in place, copies the finished piece out. */
+ * partial is the left operand, but for member 0 of two); the last one
+ * writes the finished piece to out (when given) and divides it there. */
 static void finish(const ring_t* r, unit_t u) {
   int n = r->g->n;
   if (u.s > n - 2) return;
@@ -103,11 +103,12 @@ static void finish(const ring_t* r, unit_t u) {
   size_t elems = pieceElems(r, j, u.k);
   if (elems == 0) return;
   size_t off = u.k * r->pe;
-  char* acc = target(r, u.s) + off * r->es;
-  gbReduceInto(acc, r->send + (sliceBegin(r, j) + off) * r->es, elems, r->dt, r->op);
-  if (u.s < n - 2) return;
-  if (r->divisor > 0) gbDivideBy(acc, elems, r->dt, r->divisor);
-  if (r->out != NULL && !r->direct) memcpy(r->out + off * r->es, acc, elems * r->es);
+  char* partial = target(r, u.s) + off * r->es;
+  const char* mine = r->send + (sliceBegin(r, j) + off) * r->es;
+  char* dst = u.s == n - 2 && r->out != NULL ? r->out + off * r->es : partial;
+  if (n == 2 && j == 0) gbReduceTo(dst, mine, partial, elems, r->dt, r->op);
+  else gbReduceTo(dst, partial, mine, elems, r->dt, r->op);
+  if (u.s == n - 2 && r->divisor > 0) gbDivideBy(dst, elems, r->dt, r->divisor);
 }
 
 gbResult_t gbAlgoRing(gbAlgoGroup_t* g, const void* send, void* recv, void* out, size_t count,
@@ -126,9 +127,6 @@ gbResult_t gbAlgoRing(gbAlgoGroup_t* g, const void* send, void* recv, void* out,
   r.op = op;
   r.divisor = divisor;
   r.steps = withGather ? 2 * (n - 1) : n - 1;
-  /* My input's slice me is the last operand of my own fold: it must not be
-   * overwritten by the partial arriving for it. */
-  r.direct = out != NULL && (const char*)out != r.send + sliceBegin(&r, g->me) * r.es;
 
   size_t maxSlice = ((count + (size_t)n - 1) / (size_t)n * r.es + 63) & ~(size_t)63;
   void* scratch;

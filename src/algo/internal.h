@@ -57,7 +57,7 @@ gbResult_t gbAlgoRing(gbAlgoGroup_t* g, const void* send, void* recv, void* out,
 
 /* Whether the exchange order applies to a call of bytes over g. */
 static inline int gbAlgoUseExchange(const gbAlgoGroup_t* g, size_t bytes) {
-  return bytes < g->ringMinBytes || g->n < 3;
+  return bytes < g->ringMinBytes;
 }
 
 /* count == 0 or a group of one: the whole call is local. */

@@ -90,35 +90,39 @@ uint16_t gbFloatToBf16(float f) { return floatToBf16(f); }
 
 /* ---------------------------------------------------------------- kernels */
 
-/* max/min: NaN wins (acc's NaN first), else a > b ? a : b with acc as a. */
+/* max/min: NaN wins (the left operand's first), else a > b ? a : b with the
+ * left operand as a. */
 #define FMAX(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
 #define FMIN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
 #define IMAX(a, b) ((a) > (b) ? (a) : (b))
 #define IMIN(a, b) ((a) < (b) ? (a) : (b))
 
-/* The loop over blocks of 64 bytes reads a block before writing it: the
- * compiler then vectorizes it at -O2 without alias checks or a cost model
- * (and acc == in stays correct). The tail runs element by element. */
+/* The loop over blocks of 64 bytes reads a block of both operands before
+ * writing it: the compiler then vectorizes it at -O2 without alias checks or
+ * a cost model, and dst may be either operand. The tail runs element by
+ * element. */
 #define BLOCK_LOOP(T, UT_A, UT_B, EXPR)                                          \
   do {                                                                           \
     enum { B = 64 / sizeof(T) };                                                 \
-    UT_A* a = acc; const UT_B* b = in;                                           \
+    UT_A* d = dst; const UT_A* a = left; const UT_B* b = right;                  \
     size_t i = 0;                                                                \
     for (; i + B <= n; i += B) {                                                 \
       UT_A t[B];                                                                 \
       for (size_t j = 0; j < B; j++) { UT_A x = a[i + j]; UT_B y = b[i + j]; t[j] = (UT_A)(EXPR); } \
-      for (size_t j = 0; j < B; j++) a[i + j] = t[j];                            \
+      for (size_t j = 0; j < B; j++) d[i + j] = t[j];                            \
     }                                                                            \
-    for (; i < n; i++) { UT_A x = a[i]; UT_B y = b[i]; a[i] = (UT_A)(EXPR); }    \
+    for (; i < n; i++) { UT_A x = a[i]; UT_B y = b[i]; d[i] = (UT_A)(EXPR); }    \
   } while (0)
+
+#define KERNEL_ARGS void* dst, const void* left, const void* right, size_t n
 
 /* Integer sum and prod run in the unsigned type: they wrap modulo 2^bits
  * without undefined behaviour. max and min compare in the signed type. */
 #define INT_KERNELS(NAME, T, UT)                                                          \
-  static void NAME##Sum(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, UT, UT, x + y); } \
-  static void NAME##Prod(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, UT, UT, x * y); } \
-  static void NAME##Max(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, IMAX(x, y)); } \
-  static void NAME##Min(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, IMIN(x, y)); }
+  static void NAME##Sum(KERNEL_ARGS) { BLOCK_LOOP(T, UT, UT, x + y); }                    \
+  static void NAME##Prod(KERNEL_ARGS) { BLOCK_LOOP(T, UT, UT, x * y); }                   \
+  static void NAME##Max(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, IMAX(x, y)); }                 \
+  static void NAME##Min(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, IMIN(x, y)); }
 
 INT_KERNELS(i8, int8_t, uint8_t)
 INT_KERNELS(u8, uint8_t, uint8_t)
@@ -128,21 +132,21 @@ INT_KERNELS(i64, int64_t, uint64_t)
 INT_KERNELS(u64, uint64_t, uint64_t)
 
 #define FLOAT_KERNELS(NAME, T)                                                            \
-  static void NAME##Sum(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, x + y); }  \
-  static void NAME##Prod(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, x * y); } \
-  static void NAME##Max(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, FMAX(x, y)); } \
-  static void NAME##Min(void* acc, const void* in, size_t n) { BLOCK_LOOP(T, T, T, FMIN(x, y)); }
+  static void NAME##Sum(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, x + y); }                      \
+  static void NAME##Prod(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, x * y); }                     \
+  static void NAME##Max(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, FMAX(x, y)); }                 \
+  static void NAME##Min(KERNEL_ARGS) { BLOCK_LOOP(T, T, T, FMIN(x, y)); }
 
 FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
 
 /* 16-bit floats: widen, combine in float, round back at every application. */
 #define HALF_KERNEL(NAME, TOF, FROMF, EXPR)                                      \
-  static void NAME(void* acc, const void* in, size_t n) {                        \
-    uint16_t* a = acc; const uint16_t* b = in;                                   \
+  static void NAME(KERNEL_ARGS) {                                                \
+    uint16_t* d = dst; const uint16_t* a = left; const uint16_t* b = right;      \
     for (size_t i = 0; i < n; i++) {                                             \
       float x = TOF(a[i]), y = TOF(b[i]);                                        \
-      a[i] = FROMF(EXPR);                                                        \
+      d[i] = FROMF(EXPR);                                                        \
     }                                                                            \
   }
 
@@ -155,7 +159,7 @@ HALF_KERNEL(bf16Prod, bf16ToFloat, floatToBf16, x * y)
 HALF_KERNEL(bf16Max, bf16ToFloat, floatToBf16, FMAX(x, y))
 HALF_KERNEL(bf16Min, bf16ToFloat, floatToBf16, FMIN(x, y))
 
-typedef void (*kernel_t)(void* acc, const void* in, size_t n);
+typedef void (*kernel_t)(KERNEL_ARGS);
 
 /* [dtype][op] with op sum, prod, max, min. */
 static const kernel_t kernels[gbNumTypes][4] = {
@@ -171,10 +175,14 @@ static const kernel_t kernels[gbNumTypes][4] = {
     [gbBfloat16] = {bf16Sum, bf16Prod, bf16Max, bf16Min},
 };
 
-void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRedOp_t op) {
+void gbReduceTo(void* dst, const void* left, const void* right, size_t count, gbDataType_t dt, gbRedOp_t op) {
   if (op == gbAvg) op = gbSum;
   if ((int)dt < 0 || dt >= gbNumTypes || (int)op < 0 || op > gbMin || count == 0) return;
-  kernels[dt][op](acc, in, count);
+  kernels[dt][op](dst, left, right, count);
+}
+
+void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRedOp_t op) {
+  gbReduceTo(acc, acc, in, count, dt, op);
 }
 
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {

@@ -19,6 +19,10 @@ const char* gbOpName(gbRedOp_t op);           /* "sum"; "unknown" */
  * return NaN when either side is NaN. */
 void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRedOp_t op);
 
+/* dst[i] = left[i] op right[i], as gbReduceInto; dst may be left or right
+ * (or neither), never a partial overlap. */
+void gbReduceTo(void* dst, const void* left, const void* right, size_t count, gbDataType_t dt, gbRedOp_t op);
+
 /* buf[i] /= divisor, for a floating type (in float for f16/bf16, then rounded). */
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor);
 

@@ -25,6 +25,7 @@ typedef struct {
   int depth;
   int queued;          /* something reached the stream or the proxy */
   int direct;          /* all-reduce on host memory: the proxy works in recv, no slot copies */
+  size_t hostChunk;    /* > 0: the proxy runs the call's chunks as one step, this many elements each */
   gbSlot_t slotOf[64];
 } walk_t;
 
@@ -130,6 +131,7 @@ static gbResult_t front(walk_t* w, size_t i) {
   op.buf = buf;
   op.src = input;
   op.count = n;
+  op.chunkCount = w->hostChunk;
   op.dtype = w->in.dtype;
   op.op = w->ops.host;
   op.divisor = w->ops.divisor;
@@ -188,6 +190,16 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
    * goes and what every later step reads (the slot still orders the steps).
    * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
   w.direct = c->dev->hostMemory && in->coll == GB_COLL_ALLREDUCE;
+  /* With no island step between them, the chunks of a direct all-reduce go
+   * to the proxy as one step that runs them back to back: the same host
+   * all-reduces in the same order, without a hand-over between threads per
+   * chunk. */
+  if (w.direct && plan.before == GB_ISLAND_NONE && plan.after == GB_ISLAND_NONE && plan.rails == 0 &&
+      plan.nchunks > 1) {
+    w.hostChunk = plan.chunkCount;
+    plan.chunkCount = in->count;
+    plan.nchunks = 1;
+  }
   c->seq++;
   gbCommCall_t call = {in->coll, in->count, in->dtype, ops ? (int)in->op : -1, in->root};
   uint64_t checks = c->checksPosted;

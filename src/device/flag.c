@@ -13,7 +13,8 @@
 
 /* Waits yield, then sleep (os/backoff.h); the sleep here is on the
  * flag's futex, so a flag set on the host wakes the waiter at once, and a flag
- * a GPU writes (which wakes nobody) is looked at every GB_OS_SLEEP_NS. */
+ * a GPU writes (which wakes nobody) is looked at after each sleep, whose
+ * length grows with the wait (gbOsSleepNs). */
 
 /* The flag's low 32 bits of value, which every store changes, as a futex
  * word (little-endian hosts; elsewhere the sleep alone bounds the wait).
@@ -27,9 +28,9 @@ static uint32_t* futexWord(gbFlag_t* flag) {
 #endif
 }
 
-static void sleepOn(gbFlag_t* flag, uint64_t seen) {
+static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
   gbOsLowTimerSlack();
-  const struct timespec interval = {0, GB_OS_SLEEP_NS};
+  const struct timespec interval = {0, (long)gbOsSleepNs(waitedNs)};
   uint32_t* word = futexWord(flag);
   if (!word) {
     nanosleep(&interval, NULL);
@@ -87,7 +88,7 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
     uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);
     if (check(flag, value, abortFlag, &res)) return res;
     if (gbDeadlinePassed(deadline)) break;
-    sleepOn(flag, seen);
+    sleepOn(flag, seen, gbClockNowNs() - start);
   }
   /* One last look: the release may have landed during the final interval. */
   if (check(flag, value, abortFlag, &res)) return res;

@@ -13,12 +13,18 @@ void gbOsLowTimerSlack(void) {
   done = 1;
 }
 
+int64_t gbOsSleepNs(int64_t waitedNs) {
+  int64_t ns = waitedNs / 4;
+  if (ns < GB_OS_SLEEP_NS) return GB_OS_SLEEP_NS;
+  return ns < GB_OS_SLEEP_MAX_NS ? ns : GB_OS_SLEEP_MAX_NS;
+}
+
 void gbOsBackoff(int64_t waitedNs, int64_t yieldNs) {
   if (waitedNs < yieldNs) {
     sched_yield();
     return;
   }
   gbOsLowTimerSlack();
-  const struct timespec ts = {0, GB_OS_SLEEP_NS};
+  const struct timespec ts = {0, (long)gbOsSleepNs(waitedNs)};
   nanosleep(&ts, NULL);
 }

@@ -15,11 +15,20 @@
 
 #define GB_OS_YIELD_WOKEN_NS 20000   /* the waiter's sleep ends when the writer wakes it */
 #define GB_OS_YIELD_UNWOKEN_NS 200000 /* nobody wakes the waiter: it looks after each sleep */
-/* The sleep between looks once the yield phase is over. */
+/* The sleep between looks once the yield phase is over grows with the
+ * wait: a quarter of the time waited, at least GB_OS_SLEEP_NS and at most
+ * GB_OS_SLEEP_MAX_NS. A write nobody wakes the waiter for is then seen at
+ * most 25% (or 20 us) late, and a long wait costs a few wake-ups per
+ * millisecond instead of fifty (each one takes a core from the work waited
+ * for when ranks fill the cores). */
 #define GB_OS_SLEEP_NS 20000
+#define GB_OS_SLEEP_MAX_NS 1000000
+
+/* How long to sleep after waiting waitedNs (past the yield phase). */
+int64_t gbOsSleepNs(int64_t waitedNs);
 
 /* One pause of a waiter that has waited waitedNs: a yield while waitedNs <
- * yieldNs, else a sleep of GB_OS_SLEEP_NS. */
+ * yieldNs, else a sleep of gbOsSleepNs(waitedNs). */
 void gbOsBackoff(int64_t waitedNs, int64_t yieldNs);
 
 /* Cuts this thread's timer slack to 1 us (once per thread), so that its

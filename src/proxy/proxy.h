@@ -28,6 +28,7 @@ typedef struct {
   void* buf;                 /* the staging slot, in place */
   const void* src;           /* all-reduce: the input, when not buf (NULL: buf) */
   size_t count;
+  size_t chunkCount;         /* all-reduce: one host all-reduce per chunkCount elements, back to back (0: one) */
   gbDataType_t dtype;
   gbRedOp_t op;
   int divisor;

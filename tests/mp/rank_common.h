@@ -321,7 +321,8 @@ static inline void foldMembers(const group_t* g, int first, size_t pos, size_t l
 
 /* Elements [w0, w1) of one host all-reduce over g of the call covering
  * buffer elements [base, base+c): exchange order (x0 op ... op x(n-1)) below
- * the ring threshold or for n < 3, else slice j folded from x(j+1). */
+ * the ring threshold or for n < 3 (the ring of two folds x0 op x1 too), else
+ * slice j folded from x(j+1). */
 static inline void hostAllReduce(const group_t* g, size_t base, size_t c, size_t w0, size_t w1, void* out) {
   size_t es = gCall.es;
   int ring = !((long long)(c * es) < gCall.ringMin || g->n < 3);

@@ -117,14 +117,18 @@ static size_t esizeOf(gbDataType_t dt) {
   }
 }
 
+/* Floats: every 16th element is a zero whose sign alternates with the seed
+ * (members' seeds are consecutive), so max and min, which keep the left
+ * operand on a tie, show in the sign bit which operand came first. */
 static void fillInput(void* buf, size_t count, gbDataType_t dt, uint64_t seed) {
   uint64_t s = mix(seed);
   for (size_t i = 0; i < count; i++) {
+    double v = i % 16 == 5 ? ((seed & 1) ? -0.0 : 0.0) : randReal(&s);
     switch (dt) {
-      case gbFloat32: ((float*)buf)[i] = (float)randReal(&s); break;
-      case gbFloat64: ((double*)buf)[i] = randReal(&s); break;
-      case gbFloat16: ((_Float16*)buf)[i] = (_Float16)(float)randReal(&s); break;
-      case gbBfloat16: ((uint16_t*)buf)[i] = toBf16((float)randReal(&s)); break;
+      case gbFloat32: ((float*)buf)[i] = (float)v; break;
+      case gbFloat64: ((double*)buf)[i] = v; break;
+      case gbFloat16: ((_Float16*)buf)[i] = (_Float16)(float)v; break;
+      case gbBfloat16: ((uint16_t*)buf)[i] = toBf16((float)v); break;
       case gbInt32: s = mix(s + 1); ((uint32_t*)buf)[i] = (uint32_t)s; break;
       default: break;
     }

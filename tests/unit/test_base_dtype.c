@@ -314,6 +314,40 @@ static void testDivide(void) {
   CHECK(ints[0] == 10 && ints[3] == 40, "integers are left alone by gbDivideBy");
 }
 
+/* gbReduceTo(dst, left, right) gives gbReduceInto's bits (checked above
+ * against references) with dst apart, dst == left and dst == right; and
+ * left is the left operand: on a tie of +0 and -0, max and min return the
+ * right one (a > b ? a : b, docs/REDUCTION_ORDER.md). */
+static void testReduceTo(void) {
+  for (int dt = 0; dt < gbNumTypes; dt++) {
+    size_t sz = gbDtypeSize((gbDataType_t)dt);
+    for (int op = 0; op <= gbMin; op++) {
+      uint8_t a[N * 8], b[N * 8], want[N * 8], got[N * 8], alias[N * 8];
+      fillRandom(a, sizeof(a));
+      fillRandom(b, sizeof(b));
+      memcpy(want, a, sizeof(a));
+      gbReduceInto(want, b, N, (gbDataType_t)dt, (gbRedOp_t)op);
+      const char* name = gbDtypeName((gbDataType_t)dt);
+      gbReduceTo(got, a, b, N, (gbDataType_t)dt, (gbRedOp_t)op);
+      CHECK(memcmp(got, want, N * sz) == 0, "gbReduceTo %s %s into a third buffer", name, gbOpName((gbRedOp_t)op));
+      memcpy(alias, a, sizeof(a));
+      gbReduceTo(alias, alias, b, N, (gbDataType_t)dt, (gbRedOp_t)op);
+      CHECK(memcmp(alias, want, N * sz) == 0, "gbReduceTo %s %s into left", name, gbOpName((gbRedOp_t)op));
+      memcpy(alias, b, sizeof(b));
+      gbReduceTo(alias, a, alias, N, (gbDataType_t)dt, (gbRedOp_t)op);
+      CHECK(memcmp(alias, want, N * sz) == 0, "gbReduceTo %s %s into right", name, gbOpName((gbRedOp_t)op));
+    }
+  }
+  float pz[N], nz[N], out[N];
+  for (int i = 0; i < N; i++) { pz[i] = 0.0f; nz[i] = -0.0f; }
+  gbReduceTo(out, pz, nz, N, gbFloat32, gbMax);
+  CHECK(signbit(out[0]) && signbit(out[N - 1]), "max(+0, -0) is the right operand, -0");
+  gbReduceTo(out, nz, pz, N, gbFloat32, gbMax);
+  CHECK(!signbit(out[0]) && !signbit(out[N - 1]), "max(-0, +0) is the right operand, +0");
+  gbReduceTo(out, nz, pz, N, gbFloat32, gbMin);
+  CHECK(!signbit(out[0]) && !signbit(out[N - 1]), "min(-0, +0) is the right operand, +0");
+}
+
 int main(void) {
   testNames();
   testHalf();
@@ -322,6 +356,7 @@ int main(void) {
   testFloat32And64();
   testHalfTypes();
   testDivide();
+  testReduceTo();
   if (failures) {
     fprintf(stderr, "test_base_dtype: %d failures\n", failures);
     return 1;
