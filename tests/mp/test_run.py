@@ -193,6 +193,12 @@ def check_env(args, vendors, n, port=None, env=None):
     check(1 <= p <= 65535, "MASTER_PORT %d out of range" % p)
     if port is not None:
         check(p == port, "MASTER_PORT %d, want --port %d" % (p, port))
+    else:
+        # Drawn below the kernel's ephemeral range, where no outgoing
+        # connection can take it before rank 0 listens.
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+        check(p < low, "default MASTER_PORT %d is in the ephemeral range (from %d)" % (p, low))
 
 
 def test_env_vendor_blocks():

@@ -2,6 +2,8 @@
  * the launcher's own environment so that each rank inherits it. The per-rank
  * variables (RANK, LOCAL_RANK, GPUBRIDGE_VENDOR) are set in spawn.c. */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,26 +47,52 @@ static gbResult_t makeSecret(char hex[2 * SECRET_BYTES + 1]) {
   return gbSuccess;
 }
 
-/* A port free now on 127.0.0.1: the kernel picks it for a bound socket, which
- * is then closed (never listened on, so nothing lingers in TIME_WAIT). */
-static gbResult_t pickFreePort(int* port) {
+/* Ports below this stay clear of well-known services. */
+#define LOW_PORT 20000
+#define PORT_TRIES 64
+
+/* The lower end of the range the kernel hands out for outgoing connections
+ * and bind(0) (32768 where it cannot be read). */
+static int ephemeralLow(void) {
+  int lo = 32768, hi = 60999;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    fclose(f);
+  }
+  return lo;
+}
+
+/* Whether port (0: any) can be bound on 127.0.0.1 now; *got is the port. */
+static int bindable(int port, int* got) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return gbRunFail(gbSystemError, "socket() for MASTER_PORT: %s", strerror(errno));
+  if (fd < 0) return 0;
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons((uint16_t)port);
   socklen_t len = sizeof(a);
-  if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0 || getsockname(fd, (struct sockaddr*)&a, &len) != 0) {
-    int err = errno;
-    close(fd);
-    return gbRunFail(gbSystemError, "cannot find a free port on 127.0.0.1: %s (give one with --port)",
-                     strerror(err));
+  int ok = bind(fd, (struct sockaddr*)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr*)&a, &len) == 0;
+  close(fd); /* never listened on, so nothing lingers in TIME_WAIT */
+  if (ok) *got = ntohs(a.sin_port);
+  return ok;
+}
+
+/* A port free now on 127.0.0.1, for rank 0 to listen on a moment later. It is
+ * drawn at random below the ephemeral range: a port the kernel picked there
+ * could go to another process's outgoing connection in that moment (jobs run
+ * side by side did hit it). bind(0) only when that range is full. */
+static gbResult_t pickFreePort(int* port) {
+  int lo = LOW_PORT, hi = ephemeralLow() - 1;
+  for (int i = 0; hi > lo && i < PORT_TRIES; i++) {
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) break;
+    if (bindable(lo + (int)(r % (uint32_t)(hi - lo + 1)), port)) return gbSuccess;
   }
-  close(fd);
-  *port = ntohs(a.sin_port);
-  return gbSuccess;
+  if (bindable(0, port)) return gbSuccess;
+  return gbRunFail(gbSystemError, "cannot find a free port on 127.0.0.1: %s (give one with --port)",
+                   strerror(errno));
 }
 
 gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts) {

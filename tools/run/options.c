@@ -19,7 +19,8 @@ void gbRunUsagePrint(FILE* f) {
     "                     or one LABEL per rank; labels are 1..%d chars of [a-z0-9_-]\n"
     "  --keep-going       when a rank fails, let the others finish\n"
     "  --timeout SECONDS  stop the job after SECONDS (exit 124)\n"
-    "  --port P           MASTER_PORT (default: a free port on 127.0.0.1)\n"
+    "  --port P           MASTER_PORT (default: a free port on 127.0.0.1 below the\n"
+    "                     ephemeral range)\n"
     "  --no-tag           do not prefix output lines with [rank]\n"
     "  -h, --help         this text\n",
     GB_RUN_LABEL_MAX);
