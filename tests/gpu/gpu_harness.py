@@ -111,6 +111,11 @@ def run_job(name, cmd, env):
     header = [l for l in lines if l.startswith("# gpubridge-perf ")]
     if len(header) != 1:
         fail("%s: expected one table header, found %d" % (name, len(header)))
+    # Every rank here runs on a GPU whose runtime has events (the emulated-AMD
+    # rig's hipEvent* included), so the times must be the device's.
+    timing = [l for l in lines if l.startswith("# timing: ")]
+    if "-E" not in cmd and (len(timing) != 1 or not timing[0].startswith("# timing: device events")):
+        fail("%s: expected '# timing: device events ...' in the header, found %r" % (name, timing))
     return p, lines, header[0]
 
 

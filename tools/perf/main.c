@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   ctx.scratchBytes = (size_t)ctx.topo.nranks * sizeof(perfRankInfo_t);
   if (ctx.scratchBytes < 512) ctx.scratchBytes = 512;
   perfCheck(gbMemAlloc(&ctx.scratch, ctx.scratchBytes), "gbMemAlloc");
+  perfEventsSetup(&ctx, &opts);
 
   perfRankInfo_t* ranks = perfRanksGather(&ctx);
   FILE* tuneFile = openOutput(&ctx, opts.tunePath, "--tune");
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
   perfBufferFree(&st.recv);
   free(st.host.host);
   perfCheck(gbMemFree(ctx.scratch), "gbMemFree");
+  perfEventsClose(ctx.events);
   /* The communicator first: destroying it waits on the streams it used. */
   perfCheckUseComm(NULL);
   perfCheck(gbCommDestroy(ctx.comm), "gbCommDestroy");

@@ -1,8 +1,10 @@
 /* One measured or checked call of a collective, on gpubridge or on the vendor
  * library alone. Out of place the call reads the send buffer and writes the
  * receive buffer; in place both pointers lie in the receive buffer where the
- * header's in-place rule puts them (colls.c). Times are host wall-clock:
- * the enqueue loop plus a stream synchronize (no device events). */
+ * header's in-place rule puts them (colls.c). A time covers the -n timed
+ * calls: with device events (events.c) the stream's time from a start event
+ * recorded before the first call to a stop event after the last; with the
+ * host clock the enqueue loop plus a stream synchronize. */
 #include <time.h>
 #include "perf.h"
 
@@ -48,13 +50,18 @@ double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int in
   pointers(r, st, count, inPlace, &l, &send, &recv);
   for (int k = 0; k < r->opts->warmup; k++) enqueue(r, send, recv, count);
   sync(r);
+  perfEvents_t* ev = r->ctx->events;
+  if (ev && perfEventsRecord(ev, 0, r->ctx->stream) != 0) perfFail("recording the start event failed");
   double t0 = nowSeconds();
   for (int k = 0; k < r->opts->iters; k++) {
     enqueue(r, send, recv, count);
     if (r->opts->blocking) sync(r);
   }
+  if (ev && perfEventsRecord(ev, 1, r->ctx->stream) != 0) perfFail("recording the stop event failed");
   sync(r);
-  return (nowSeconds() - t0) / r->opts->iters;
+  double seconds = nowSeconds() - t0;
+  if (ev && (seconds = perfEventsElapsed(ev)) < 0) perfFail("reading the time between the device events failed");
+  return seconds / r->opts->iters;
 }
 
 uint64_t perfMeasureCheck(const perfRun_t* r, perfState_t* st, size_t count, int inPlace) {

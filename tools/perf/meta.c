@@ -155,6 +155,9 @@ void perfMetaJson(FILE* f, const perfOptions_t* opts, const perfCtx_t* ctx, cons
           opts->maxBytes, opts->stepFactor, opts->stepBytes);
   fprintf(f, "\"iters\": %d, \"warmup\": %d, \"check\": %d, \"blocking\": %d, \"average\": %d, ", opts->iters,
           opts->warmup, opts->check, opts->blocking, opts->average);
+  fprintf(f, "\"timing\": \"%s\", \"timing_detail\": ", ctx->events ? "device events" : "host clock");
+  perfJsonString(f, ctx->timing);
+  fprintf(f, ", ");
   jsonRanks(f, ctx, ranks);
   fprintf(f, ", ");
   jsonEnv(f);

@@ -26,6 +26,8 @@ static const char usageText[] =
     "  -z, --blocking 0|1      0: enqueue all iterations, then synchronize; 1: synchronize\n"
     "                          after each (0)\n"
     "  -a, --average 0|1|2|3   printed time: 0 rank 0's, 1 mean, 2 min, 3 max over ranks (1)\n"
+    "  -E, --events 0|1        1: time with device events on real GPUs (every rank must have\n"
+    "                          them, else the host clock); 0: the host clock (1)\n"
     "  -T, --timeout S         every wait's deadline in seconds (GPUBRIDGE_TIMEOUT)\n"
     "  -J, --output_file F     also write the results to F, one JSON object a line\n"
     "      --tune FILE         all_reduce: time every policy per size, write the fastest\n"
@@ -132,6 +134,7 @@ static void setDefaults(perfOptions_t* opts) {
   opts->check = 1;
   opts->blocking = 0;
   opts->average = PERF_AVG_MEAN;
+  opts->events = 1;
   opts->root = 0;
   opts->nTypes = 1;
   opts->types[0] = gbFloat32;
@@ -156,13 +159,14 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       {"check", required_argument, 0, 'c'},      {"op", required_argument, 0, 'o'},
       {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
       {"blocking", required_argument, 0, 'z'},   {"average", required_argument, 0, 'a'},
+      {"events", required_argument, 0, 'E'},
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
       {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
       {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
   setDefaults(opts);
   opterr = 0; /* our own messages, with the flag's name */
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:z:a:T:J:h", longOpts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:z:a:E:T:J:h", longOpts, NULL)) != -1) {
     const char* a = optarg;
     switch (c) {
       case 'b': if (parseSize(a, &opts->minBytes) != 0 || opts->minBytes == 0)
@@ -201,6 +205,9 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
                 break;
       case 'a': if (parseInt(a, 0, 3, &opts->average) != 0)
                   return fail("-a wants 0 (rank 0), 1 (mean), 2 (min) or 3 (max); got '%s'", a);
+                break;
+      case 'E': if (parseInt(a, 0, 1, &opts->events) != 0)
+                  return fail("-E wants 0 (host clock) or 1 (device events); got '%s'", a);
                 break;
       case 'T': if (parseInt(a, 1, INT_MAX, &opts->timeoutSeconds) != 0)
                   return fail("-T wants a timeout of at least 1 second; got '%s'", a);

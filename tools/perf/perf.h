@@ -10,6 +10,7 @@
  *   meta.c        run metadata: version, mode, GPUBRIDGE_* variables
  *   table.c       the printed table and the JSON lines
  *   measure.c     one timed or checked run of a collective
+ *   events.c      timing with device events on real GPUs
  *   bench.c       one (type, op, root) sweep over the sizes, with --baseline
  *   tune.c        --tune: the fastest all-reduce policy per size
  *   thresholds.c  the thresholds file --tune writes
@@ -75,6 +76,7 @@ typedef struct {
   size_t stepFactor; /* -f, used when stepBytes is 0 */
   size_t stepBytes;  /* -i */
   int iters, warmup, check, blocking, average, root;
+  int events;         /* -E: time with device events where every rank has them */
   int timeoutSeconds; /* 0: not given (the library's default applies) */
   int nTypes;
   gbDataType_t types[gbNumTypes];
@@ -189,9 +191,13 @@ uint64_t perfBufferCheck(const perfBuffer_t* buf, size_t at, size_t elems, const
 
 /* ------------------------------------------------------------------- ranks */
 
+typedef struct perfEvents perfEvents_t;
+
 typedef struct {
   gbComm_t comm;
   void* stream;
+  perfEvents_t* events; /* device-event timer; NULL: the host clock */
+  char timing[200];     /* how times are taken, for the header and the JSON */
   gbTopology_t topo;
   void* scratch; /* device memory for the small combining collectives */
   size_t scratchBytes;
@@ -213,6 +219,19 @@ void perfRanksCombineDouble(perfCtx_t* ctx, double* values, int n, gbRedOp_t op)
 void perfRanksSumU64(perfCtx_t* ctx, uint64_t* values, int n);
 /* Copies n bytes of root's data to every rank's data. */
 void perfRanksBroadcast(perfCtx_t* ctx, void* data, size_t n, int root);
+
+/* events.c. The device-event timer of a real GPU rank (start and stop events
+ * of the runtime gpubridge loaded), or NULL with why where there is none. */
+perfEvents_t* perfEventsOpen(const gbTopology_t* t, char* why, size_t whyLen);
+/* Records the start (which = 0) or stop (1) event on stream; 0 or -1. */
+int perfEventsRecord(perfEvents_t* e, int which, void* stream);
+/* Seconds from start to stop once stop completed; < 0 on failure. */
+double perfEventsElapsed(perfEvents_t* e);
+const char* perfEventsRuntime(const perfEvents_t* e); /* "cuda", "hip" */
+void perfEventsClose(perfEvents_t* e);
+/* Sets ctx->events and ctx->timing: device events when -E 1 and every rank
+ * has them, else the host clock on every rank (the ranks agree first). */
+void perfEventsSetup(perfCtx_t* ctx, const perfOptions_t* opts);
 
 /* One rank's description, gathered for the header. */
 typedef struct {

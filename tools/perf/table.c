@@ -44,6 +44,7 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
   else printf("%zu(factor)", opts->stepFactor);
   printf(" warmup iters: %d iters: %d validation: %d blocking: %d average: %d\n", opts->warmup,
          opts->iters, opts->check, opts->blocking, opts->average);
+  printf("# timing: %s\n", ctx->timing);
   printf("#\n# Using devices\n");
   for (int r = 0; r < t->nranks; r++) {
     printf("#  Rank %2d Group %2d Pid %5d on %10s device %s (%s)", r, t->islandOfRank[r], (int)ranks[r].pid,

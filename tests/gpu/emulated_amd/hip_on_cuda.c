@@ -1,7 +1,8 @@
 /* Test rig, never shipped: a libamdhip64.so that serves the HIP calls of
  * gpubridge's hip device with the CUDA runtime and driver of an NVIDIA GPU,
  * so that a rank runs as an AMD rank (device/hip + island/rccl) on an NVIDIA
- * machine. Only the calls device/hip makes are here.
+ * machine. Only the calls device/hip makes are here, and the event calls
+ * gpubridge-perf times with (tools/perf/events.c).
  *
  * It exports gbEmulatedAmd: device/hip finds it with dlsym and labels the rank
  * "emulated AMD" (log mode) and "amd-emulated" (island vendor), so no log line
@@ -90,6 +91,11 @@ static struct {
   int (*cudaDeviceSynchronize)(void);
   int (*cudaDeviceGetPCIBusId)(char*, int, int);
   int (*cudaLaunchHostFunc)(void*, void (*)(void*), void*);
+  int (*cudaEventCreate)(void**);
+  int (*cudaEventRecord)(void*, void*);
+  int (*cudaEventSynchronize)(void*);
+  int (*cudaEventElapsedTime)(float*, void*, void*);
+  int (*cudaEventDestroy)(void*);
   int (*cudaGetLastError)(void);
   const char* (*cudaGetErrorString)(int);
   const char* (*cudaGetErrorName)(int);
@@ -150,7 +156,9 @@ static void load(void) {
   } rt[] = {RT(cudaGetDeviceCount), RT(cudaSetDevice), RT(cudaMalloc), RT(cudaFree), RT(cudaMemcpy),
             RT(cudaMemcpyAsync), RT(cudaHostAlloc), RT(cudaFreeHost), RT(cudaHostGetDevicePointer),
             RT(cudaStreamCreateWithFlags), RT(cudaStreamDestroy), RT(cudaStreamSynchronize), RT(cudaStreamQuery),
-            RT(cudaDeviceSynchronize), RT(cudaDeviceGetPCIBusId), RT(cudaLaunchHostFunc), RT(cudaGetLastError), RT(cudaGetErrorString), RT(cudaGetErrorName),
+            RT(cudaDeviceSynchronize), RT(cudaDeviceGetPCIBusId), RT(cudaLaunchHostFunc),
+            RT(cudaEventCreate), RT(cudaEventRecord), RT(cudaEventSynchronize), RT(cudaEventElapsedTime),
+            RT(cudaEventDestroy), RT(cudaGetLastError), RT(cudaGetErrorString), RT(cudaGetErrorName),
             RT(cudaRuntimeGetVersion), RT(cudaDriverGetVersion)},
     drv[] = {RT(cuInit), RT(cuDeviceGet), RT(cuGetErrorString), RT(cuGetErrorName)};
   for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
@@ -358,6 +366,34 @@ hipError_t hipStreamQuery(hipStream_t stream) {
   READY();
   int r = cu.cudaStreamQuery(stream);
   return r == 600 ? 600 : fromRuntime(r);
+}
+
+/* ------------------------------------------------------------- events */
+/* A hipEvent_t is a cudaEvent_t here. */
+
+hipError_t hipEventCreate(void** event) {
+  READY();
+  return fromRuntime(cu.cudaEventCreate(event));
+}
+
+hipError_t hipEventRecord(void* event, hipStream_t stream) {
+  READY();
+  return fromRuntime(cu.cudaEventRecord(event, stream));
+}
+
+hipError_t hipEventSynchronize(void* event) {
+  READY();
+  return fromRuntime(cu.cudaEventSynchronize(event));
+}
+
+hipError_t hipEventElapsedTime(float* ms, void* start, void* stop) {
+  READY();
+  return fromRuntime(cu.cudaEventElapsedTime(ms, start, stop));
+}
+
+hipError_t hipEventDestroy(void* event) {
+  READY();
+  return fromRuntime(cu.cudaEventDestroy(event));
 }
 
 hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* userData) {
