@@ -37,7 +37,7 @@ static void* loaded(const char* given, const char* const* names) {
   return NULL;
 }
 
-static void* bind(perfEvents_t* e, const char* what, char* why, size_t whyLen) {
+static void* bindEvent(perfEvents_t* e, const char* what, char* why, size_t whyLen) {
   char name[48];
   snprintf(name, sizeof(name), "%s%s", e->prefix, what);
   void* f = dlsym(e->lib, name);
@@ -67,11 +67,11 @@ perfEvents_t* perfEventsOpen(const gbTopology_t* t, char* why, size_t whyLen) {
     free(e);
     return NULL;
   }
-  *(void**)&e->create = bind(e, "EventCreate", why, whyLen);
-  *(void**)&e->record = bind(e, "EventRecord", why, whyLen);
-  *(void**)&e->synchronize = bind(e, "EventSynchronize", why, whyLen);
-  *(void**)&e->elapsed = bind(e, "EventElapsedTime", why, whyLen);
-  *(void**)&e->destroy = bind(e, "EventDestroy", why, whyLen);
+  *(void**)&e->create = bindEvent(e, "EventCreate", why, whyLen);
+  *(void**)&e->record = bindEvent(e, "EventRecord", why, whyLen);
+  *(void**)&e->synchronize = bindEvent(e, "EventSynchronize", why, whyLen);
+  *(void**)&e->elapsed = bindEvent(e, "EventElapsedTime", why, whyLen);
+  *(void**)&e->destroy = bindEvent(e, "EventDestroy", why, whyLen);
   int ok = e->create && e->record && e->synchronize && e->elapsed && e->destroy;
   if (ok && (e->create(&e->ev[0]) != 0 || e->create(&e->ev[1]) != 0)) {
     snprintf(why, whyLen, "%sEventCreate failed", e->prefix);
