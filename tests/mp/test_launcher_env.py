@@ -4,20 +4,15 @@ torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, no job
 secret) and Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID). Each rank runs
 gpubridge-perf, which validates every result and exits nonzero on any error."""
 import os
-import socket
 import subprocess
 import sys
 import time
 
+from harness import free_port
+
 BUILD = os.environ.get("GB_TEST_BUILD_DIR", "build")
 PERF = os.path.join(BUILD, "bin", "gpubridge-perf")
 VENDORS = ["nvidia", "nvidia", "amd"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env():

@@ -6,13 +6,14 @@ process wait has a deadline; a rank that fails stops the others.
 Exit codes: 0 pass, 1 fail, 77 skip (with a reason on stdout).
 """
 import os
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from ports import free_port  # noqa: E402 (tests/ports.py, shared with the other suites)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("GB_TEST_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
@@ -66,23 +67,6 @@ def require_library(*symbols):
     if missing:
         skip("%s lacks %s (rebuild the library)" % (gpubridge.library_path(), ", ".join(missing)))
     return gpubridge
-
-
-def free_port():
-    """A TCP port that was free a moment ago on 127.0.0.1, drawn below Linux's
-    ephemeral range (32768 and up): a port the kernel handed out for bind(0)
-    goes back to that pool, where the next listener or outgoing connection of
-    a test running alongside can take it before our rank 0 binds it."""
-    rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.randrange(20000, 32768)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free TCP port in 20000-32767 on 127.0.0.1 after 200 tries")
 
 
 def worker_env(rank, world, vendor, port, extra=None):
