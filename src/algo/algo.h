@@ -47,6 +47,11 @@ typedef struct {
  * min (pass avg as sum with divisor). */
 gbResult_t gbAlgoAllReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
                            gbDataType_t dt, gbRedOp_t op, int divisor);
+/* One gbAlgoAllReduce per chunk of `chunk` elements (the last may be
+ * shorter; 0: one call), back to back, in order, with their bits; all of them
+ * within one deadline (timeoutSec from the start), as one collective is. */
+gbResult_t gbAlgoAllReduceChunks(gbAlgoGroup_t* g, const void* send, void* recv, size_t count, size_t chunk,
+                                 gbDataType_t dt, gbRedOp_t op, int divisor);
 /* recv on member root only (recv may be NULL elsewhere); same order as all-reduce. */
 gbResult_t gbAlgoReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
                         gbDataType_t dt, gbRedOp_t op, int divisor, int root);

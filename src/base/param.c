@@ -61,8 +61,8 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_STAGING_SLOTS] = {"GPUBRIDGE_STAGING_SLOTS", GB_PARAM_INT, "4", NULL, 2, 64, 1,
                                 "Host staging slots per communicator: chunks in flight in the pipeline."},
     [GB_PARAM_RING_MIN_BYTES] = {"GPUBRIDGE_RING_MIN_BYTES", GB_PARAM_SIZE, "64K", NULL, 0, TIB, 1,
-                                 "Host collectives of at least this many bytes (and 3 or more members) use the "
-                                 "ring; smaller ones one exchange round (docs/REDUCTION_ORDER.md)."},
+                                 "Host all-reduces and reduces of at least this many bytes use the ring (two members: "
+                                 "still x0 op x1); smaller ones one exchange round (docs/REDUCTION_ORDER.md)."},
     [GB_PARAM_JOB_SECRET] = {"GPUBRIDGE_JOB_SECRET", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                              "Shared secret of the job for gbCommInitFromEnv; ranks without it are refused."},
     [GB_PARAM_UNIQUE_ID] = {"GPUBRIDGE_UNIQUE_ID", GB_PARAM_STRING, "", NULL, 0, 0, 0,

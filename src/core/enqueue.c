@@ -193,7 +193,8 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   /* With no island step between them, the chunks of a direct all-reduce go
    * to the proxy as one step that runs them back to back: the same host
    * all-reduces in the same order, without a hand-over between threads per
-   * chunk. */
+   * chunk, all within the collective's one deadline (the stream's wait for
+   * the step is bounded by the same timeout). */
   if (w.direct && plan.before == GB_ISLAND_NONE && plan.after == GB_ISLAND_NONE && plan.rails == 0 &&
       plan.nchunks > 1) {
     w.hostChunk = plan.chunkCount;

@@ -30,15 +30,6 @@ static void scaleInput(const gbProxyOp_t* op) {
   else gbScaleBy(op->buf, op->count, op->dtype, op->scale);
 }
 
-static gbResult_t allReduceChunks(const gbProxyOp_t* op, const char* src, char* buf, size_t es) {
-  size_t step = op->chunkCount ? op->chunkCount : op->count;
-  for (size_t off = 0; off < op->count; off += step) {
-    size_t n = op->count - off < step ? op->count - off : step;
-    GB_CHECK(gbAlgoAllReduce(op->group, src + off * es, buf + off * es, n, op->dtype, op->op, op->divisor));
-  }
-  return gbSuccess;
-}
-
 static gbResult_t runStep(const gbProxyOp_t* op) {
   gbAlgoGroup_t* g = op->group;
   size_t es = gbDtypeSize(op->dtype);
@@ -46,7 +37,8 @@ static gbResult_t runStep(const gbProxyOp_t* op) {
   scaleInput(op);
   switch (op->kind) {
     case GB_PROXY_ALLREDUCE:
-      return allReduceChunks(op, op->src ? op->src : buf, buf, es);
+      return gbAlgoAllReduceChunks(g, op->src ? op->src : buf, buf, op->count, op->chunkCount, op->dtype, op->op,
+                                   op->divisor);
     case GB_PROXY_BCAST:
       return gbAlgoBroadcast(g, buf, op->count * es, op->root);
     case GB_PROXY_REDUCE:

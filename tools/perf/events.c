@@ -51,7 +51,11 @@ perfEvents_t* perfEventsOpen(const gbTopology_t* t, char* why, size_t whyLen) {
     return NULL;
   }
   const char* lib = perfVendorLibraryOf(t->islandVendor[t->island]);
-  int cuda = lib && strcmp(lib, "nccl") == 0;
+  if (!lib) {
+    snprintf(why, whyLen, "island %s has no GPU runtime", t->islandVendor[t->island]);
+    return NULL;
+  }
+  int cuda = strcmp(lib, "nccl") == 0;
   static const char* const cudaNames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
   static const char* const hipNames[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", NULL};
   perfEvents_t* e = calloc(1, sizeof(*e));

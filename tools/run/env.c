@@ -63,10 +63,14 @@ static int ephemeralLow(void) {
   return lo;
 }
 
-/* Whether port (0: any) can be bound on 127.0.0.1 now; *got is the port. */
-static int bindable(int port, int* got) {
+/* Whether port (0: any) can be bound on 127.0.0.1 now; *got is the port,
+ * *err the errno of a failure. */
+static int bindable(int port, int* got, int* err) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) {
+    *err = errno;
+    return 0;
+  }
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
@@ -74,6 +78,7 @@ static int bindable(int port, int* got) {
   a.sin_port = htons((uint16_t)port);
   socklen_t len = sizeof(a);
   int ok = bind(fd, (struct sockaddr*)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr*)&a, &len) == 0;
+  *err = errno;
   close(fd); /* never listened on, so nothing lingers in TIME_WAIT */
   if (ok) *got = ntohs(a.sin_port);
   return ok;
@@ -84,15 +89,15 @@ static int bindable(int port, int* got) {
  * could go to another process's outgoing connection in that moment (jobs run
  * side by side did hit it). bind(0) only when that range is full. */
 static gbResult_t pickFreePort(int* port) {
-  int lo = LOW_PORT, hi = ephemeralLow() - 1;
+  int lo = LOW_PORT, hi = ephemeralLow() - 1, err = 0;
   for (int i = 0; hi > lo && i < PORT_TRIES; i++) {
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) break;
-    if (bindable(lo + (int)(r % (uint32_t)(hi - lo + 1)), port)) return gbSuccess;
+    if (bindable(lo + (int)(r % (uint32_t)(hi - lo + 1)), port, &err)) return gbSuccess;
   }
-  if (bindable(0, port)) return gbSuccess;
+  if (bindable(0, port, &err)) return gbSuccess;
   return gbRunFail(gbSystemError, "cannot find a free port on 127.0.0.1: %s (give one with --port)",
-                   strerror(errno));
+                   strerror(err));
 }
 
 gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts) {
