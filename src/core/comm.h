@@ -194,6 +194,9 @@ typedef struct {
   uint64_t use;
   char* buf;
 } gbSlot_t;
+/* Zeroes n flags of comm and gives them its timeout, so that a stream's wait
+ * for one is bounded by the collective's deadline (gbFlagStreamWaitSec). */
+void gbCommFlagsInit(gbComm_t comm, gbFlag_t* flags, size_t n);
 gbResult_t gbCommSlotAcquire(gbComm_t comm, void* stream, gbSlot_t* out);
 gbResult_t gbCommSlotStaged(gbComm_t comm, const gbSlot_t* s, void* stream);
 gbResult_t gbCommSlotAwait(gbComm_t comm, const gbSlot_t* s, void* stream);

@@ -27,7 +27,7 @@ static gbResult_t bulkFor(gbComm_t c, size_t bytes, gbBulk_t** out) {
     free(b);
     return res;
   }
-  memset(b->flags, 0, 3 * sizeof(gbFlag_t));
+  gbCommFlagsInit(c, b->flags, 3);
   b->bytes = want;
   b->older = c->bulk;
   c->bulk = b;

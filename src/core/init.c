@@ -135,6 +135,7 @@ static gbResult_t stagingSetup(gbComm_t c) {
   s->slotBytes = (size_t)c->settings.chunkBytes;
   GB_CHECK(c->dev->hostAlloc(&s->base, s->slotBytes * (size_t)s->nslots));
   GB_CHECK(c->dev->hostAlloc((void**)&s->staged, sizeof(gbFlag_t) * 3 * (size_t)s->nslots));
+  gbCommFlagsInit(c, s->staged, 3 * (size_t)s->nslots);
   s->done = s->staged + s->nslots;
   s->freed = s->done + s->nslots;
   s->uses = calloc((size_t)s->nslots, sizeof(uint64_t));
@@ -299,8 +300,9 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(railsSetup(c), res, done);
   GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
-  memset(c->checked, 0, sizeof(gbFlag_t));
+  gbCommFlagsInit(c, c->checked, 1);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamDone, sizeof(gbFlag_t)), res, done);
+  gbCommFlagsInit(c, c->streamDone, 1);
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   static const char zeros[64];
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */

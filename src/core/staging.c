@@ -1,7 +1,14 @@
 /* The staging slots chunks cross the bridge in (see gbStaging_t), and the
  * end-of-collective marker teardown counts. */
+#include <string.h>
+
 #include "base/result.h"
 #include "core/comm.h"
+
+void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) {
+  memset(flags, 0, n * sizeof(*flags));
+  for (size_t i = 0; i < n; i++) flags[i].timeoutSec = c->settings.timeoutSec;
+}
 
 gbResult_t gbCommSlotAcquire(gbComm_t c, void* stream, gbSlot_t* out) {
   gbStaging_t* s = &c->staging;

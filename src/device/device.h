@@ -14,8 +14,13 @@
 typedef struct {
   volatile uint64_t value;
   volatile int error;
-  int sleepers; /* host waiters asleep on it (flag.c), so setters know to wake them */
+  int sleepers;   /* host waiters asleep on it (flag.c), so setters know to wake them */
+  int timeoutSec; /* the deadline of the work that releases it, set by its owner (0: GPUBRIDGE_TIMEOUT's) */
 } gbFlag_t;
+
+/* A stream's wait for a flag outlives the deadline of the work that releases
+ * it by this much: whoever owns the flag releases it (or sets its error) first. */
+#define GB_FLAG_WAIT_MARGIN_SEC 5
 
 /* Work a stream runs on the host (the host device's island steps). */
 typedef gbResult_t (*gbStreamFn_t)(void* arg);
@@ -79,6 +84,9 @@ const gbDeviceOps* gbDeviceUnusableOps(void);
  * the flag's error, gbTimeout, or gbRemoteError when aborted. */
 gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
                           const volatile int* abortFlag);
+/* How long a stream waits for flag: its timeoutSec plus the margin, or
+ * fallbackSec (GPUBRIDGE_TIMEOUT's plus the margin) when its owner set none. */
+double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec);
 /* Sets value (and error first, when nonzero) with release ordering. */
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error);
 

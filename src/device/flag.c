@@ -41,6 +41,10 @@ static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
   __atomic_sub_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
+double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec) {
+  return flag->timeoutSec > 0 ? (double)flag->timeoutSec + GB_FLAG_WAIT_MARGIN_SEC : fallbackSec;
+}
+
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
   /* The error goes first so that a waiter that sees the new value also sees it. */
   if (error != 0) __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);

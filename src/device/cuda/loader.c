@@ -189,7 +189,7 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
   GB_CHECK_GOTO(gbDeviceCudaFlagModeChoose(&api, cuDev), res, fail);
   (void)api.cudaRuntimeGetVersion(&api.runtimeVersion);
   (void)api.cudaDriverGetVersion(&api.driverVersion);
-  api.rt.flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + 5.0;
+  api.rt.flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
   char gpuName[128] = "?";
   if (api.cuDeviceGetName(gpuName, (int)sizeof(gpuName), cuDev) != GB_CU_SUCCESS) snprintf(gpuName, sizeof(gpuName), "?");
   GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "cuda: GPU %d of %d (%s), runtime %s version %d, driver version %d, flags by %s",

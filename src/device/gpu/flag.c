@@ -6,8 +6,8 @@
  * wait is a >= compare). Where only 32-bit memory ops work, the low word is
  * used (x86-64 and Arm are little-endian); values past 2^32 are then refused.
  * Without stream memory ops, both go through the runtime's launchHostFunc: a
- * host function stores the value, or waits with gbFlagWaitHost (up to
- * GPUBRIDGE_TIMEOUT + 5 s). That fallback blocks the runtime's host-function
+ * host function stores the value, or waits with gbFlagWaitHost (up to the
+ * flag owner's timeout, else GPUBRIDGE_TIMEOUT, + 5 s). That fallback blocks the runtime's host-function
  * thread while it waits, and a failed wait can only be logged: host functions
  * have no way to fail the stream.
  * flag->error is not seen by the GPU: whoever sets an error also releases the
@@ -68,7 +68,7 @@ static gbResult_t launchHost(const gbGpuRuntime_t* rt, gbGpuHostFn_t fn, gbFlag_
                              void* stream, const char* what) {
   hostFlag_t* h = malloc(sizeof(*h));
   if (h == NULL) return gbErrorSet(gbSystemError, "flag %s: out of memory", what);
-  *h = (hostFlag_t){flag, value, rt->flagWaitSec};
+  *h = (hostFlag_t){flag, value, gbFlagStreamWaitSec(flag, rt->flagWaitSec)};
   gbGpuError_t e = rt->launchHostFunc(stream, fn, h);
   if (e != GB_GPU_SUCCESS) {
     free(h);

@@ -152,7 +152,7 @@ gbResult_t gbDeviceHipOpen(gbDeviceOps* ops, int* found, char* why, size_t whyLe
     res = gbDeviceHipFail(e, "hipSetDevice(%d) (is the GPU taken in exclusive mode, or out of memory?)", api.rt.device);
     goto fail;
   }
-  api.rt.flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + 5.0;
+  api.rt.flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
   GB_CHECK_GOTO(gbDeviceHipFlagModeChoose(&api), res, fail);
   if (api.hipRuntimeGetVersion) (void)api.hipRuntimeGetVersion(&api.runtimeVersion);
   if (api.hipDriverGetVersion) (void)api.hipDriverGetVersion(&api.driverVersion);

@@ -17,9 +17,6 @@
 #define ALIGN 64
 #define TASKS_PER_CHUNK 64
 #define STREAM_MAGIC 0x6762737472656d31ull /* catches foreign stream handles */
-/* A flag wait on a stream outlives the collective's own deadline by this
- * much: whoever owns the flag releases it (or sets its error) first. */
-#define FLAG_WAIT_MARGIN_SEC 5
 /* Synchronize warns (and keeps waiting) after this long past the timeout:
  * every task is bounded, so a wait this long points at a bug worth a line. */
 #define SYNC_WARN_MARGIN_SEC 10
@@ -176,7 +173,8 @@ static gbResult_t runTask(stream_t* s, task_t* t, gbResult_t streamError) {
       return gbSuccess;
     case TASK_FLAG_WAIT:
       if (drop) return gbSuccess;
-      return gbFlagWaitHost(t->u.flag.flag, t->u.flag.value, s->flagWaitSec, NULL);
+      return gbFlagWaitHost(t->u.flag.flag, t->u.flag.value, gbFlagStreamWaitSec(t->u.flag.flag, s->flagWaitSec),
+                            NULL);
     case TASK_HOST_FN: {
       gbResult_t res = drop ? gbSuccess : t->u.host.fn(t->u.host.arg);
       if (t->u.host.freeArg) t->u.host.freeArg(t->u.host.arg);
@@ -240,7 +238,7 @@ static gbResult_t streamNew(stream_t** out) {
   pthread_condattr_destroy(&ca);
   s->magic = STREAM_MAGIC;
   s->error = gbSuccess;
-  s->flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + FLAG_WAIT_MARGIN_SEC;
+  s->flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
   s->id = __atomic_fetch_add(&nextStreamId, 1, __ATOMIC_RELAXED);
   int rc = pthread_create(&s->thread, NULL, worker, s);
   if (rc != 0) {
