@@ -12,16 +12,7 @@
 
 #include "base/log.h"
 
-static int failures;
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fprintf(stderr, "\n");                                \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
+#include "unit/check.h"
 
 static char dir[256];
 

@@ -8,16 +8,7 @@
 #include "base/param.h"
 #include "gpubridge/gpubridge.h"
 
-static int failures;
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fprintf(stderr, "\n");                                \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
+#include "unit/check.h"
 
 extern char** environ;
 

@@ -11,16 +11,7 @@
 #include "plan/plan.h"
 #include "plan/thresholds.h"
 
-static int failures;
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fprintf(stderr, "\n");                                \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
+#include "unit/check.h"
 
 #define MIB ((size_t)1 << 20)
 

@@ -9,10 +9,15 @@
 #include <unistd.h>
 #include "perf.h"
 
-/* The library of names that is loaded already, or NULL. */
-static void* loaded(const char* const* names) {
+const char* const perfHipNames[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", NULL};
+
+void* perfLoadedLibrary(const char* envVar, const char* const* names) {
+  const char* given = getenv(envVar);
+  if (given && *given) {
+    void* h = dlopen(given, RTLD_LAZY | RTLD_NOLOAD);
+    if (h) return h;
+  }
   for (; *names; names++) {
-    if (!**names) continue;
     void* h = dlopen(*names, RTLD_LAZY | RTLD_NOLOAD);
     if (h) return h;
   }
@@ -21,9 +26,8 @@ static void* loaded(const char* const* names) {
 
 /* CUDA driver API: cuCtxGetDevice, cuDeviceGetName, cuDeviceGetPCIBusId. */
 static int describeCuda(char* buf, size_t len) {
-  const char* given = getenv("GPUBRIDGE_CUDA_LIBRARY");
-  const char* names[] = {given ? given : "", "libcuda.so.1", "libcuda.so", NULL};
-  void* h = loaded(names);
+  static const char* const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+  void* h = perfLoadedLibrary("GPUBRIDGE_CUDA_LIBRARY", names);
   if (!h) return -1;
   int (*getDevice)(int*) = (int (*)(int*))dlsym(h, "cuCtxGetDevice");
   int (*getName)(char*, int, int) = (int (*)(char*, int, int))dlsym(h, "cuDeviceGetName");
@@ -42,9 +46,7 @@ static int describeCuda(char* buf, size_t len) {
 
 /* HIP runtime: hipGetDevice, hipDeviceGetName, hipDeviceGetPCIBusId. */
 static int describeHip(char* buf, size_t len) {
-  const char* given = getenv("GPUBRIDGE_HIP_LIBRARY");
-  const char* names[] = {given ? given : "", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", NULL};
-  void* h = loaded(names);
+  void* h = perfLoadedLibrary("GPUBRIDGE_HIP_LIBRARY", perfHipNames);
   if (!h) return -1;
   int (*getDevice)(int*) = (int (*)(int*))dlsym(h, "hipGetDevice");
   int (*getName)(char*, int, int) = (int (*)(char*, int, int))dlsym(h, "hipDeviceGetName");

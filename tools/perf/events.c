@@ -28,15 +28,6 @@ struct perfEvents {
   void* ev[2]; /* start, stop */
 };
 
-static void* loaded(const char* given, const char* const* names) {
-  if (given && *given) return dlopen(given, RTLD_LAZY | RTLD_NOLOAD);
-  for (; *names; names++) {
-    void* h = dlopen(*names, RTLD_LAZY | RTLD_NOLOAD);
-    if (h) return h;
-  }
-  return NULL;
-}
-
 static void* bindEvent(perfEvents_t* e, const char* what, char* why, size_t whyLen) {
   char name[48];
   snprintf(name, sizeof(name), "%s%s", e->prefix, what);
@@ -57,15 +48,14 @@ perfEvents_t* perfEventsOpen(const gbTopology_t* t, char* why, size_t whyLen) {
   }
   int cuda = strcmp(lib, "nccl") == 0;
   static const char* const cudaNames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
-  static const char* const hipNames[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so", NULL};
   perfEvents_t* e = calloc(1, sizeof(*e));
   if (!e) {
     snprintf(why, whyLen, "out of memory");
     return NULL;
   }
   e->prefix = cuda ? "cuda" : "hip";
-  e->lib = cuda ? loaded(getenv("GPUBRIDGE_CUDART_LIBRARY"), cudaNames)
-                : loaded(getenv("GPUBRIDGE_HIP_LIBRARY"), hipNames);
+  e->lib = cuda ? perfLoadedLibrary("GPUBRIDGE_CUDART_LIBRARY", cudaNames)
+                : perfLoadedLibrary("GPUBRIDGE_HIP_LIBRARY", perfHipNames);
   if (!e->lib) {
     snprintf(why, whyLen, "the %s runtime gpubridge uses is not loaded", cuda ? "CUDA" : "HIP");
     free(e);

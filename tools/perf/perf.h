@@ -241,6 +241,12 @@ typedef struct {
   char library[32]; /* "NCCL 2.28.3"; "" when simulated */
 } perfRankInfo_t;
 
+/* describe.c: the library named by envVar, else the first of names (NULL
+ * ended), that this process has loaded already (RTLD_NOLOAD: never a second
+ * copy), or NULL. dlclose the handle when done. */
+void* perfLoadedLibrary(const char* envVar, const char* const* names);
+extern const char* const perfHipNames[]; /* libamdhip64.so.7, .6, .so */
+
 /* Fills this rank's record (describe.c). */
 void perfDescribeSelf(const perfCtx_t* ctx, perfRankInfo_t* mine);
 /* Returns a malloc'd array of nranks records, the same on every rank. */
