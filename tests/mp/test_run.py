@@ -44,10 +44,11 @@ def read_pid(r):
         return int(f.read())
 
 def state(pid):
+    # Reaped before the open (no file) or between the open and the read (ESRCH): gone.
     try:
         with open("/proc/%d/stat" % pid) as f:
             return f.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
 
 def others_published():
