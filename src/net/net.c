@@ -76,7 +76,13 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
       int before = left;
       for (int i = 0; i < left;) {
         int done;
-        GB_CHECK_GOTO(opsOf(pend[i])->test(pend[i], &done), res, out);
+        res = opsOf(pend[i])->test(pend[i], &done);
+        if (res != gbSuccess) {
+          /* Past our own deadline the stall is the failure; a peer that
+           * closed after its own deadline is only its echo. */
+          if (gbDeadlinePassed(deadline)) res = stuck(pend + i, left - i, start, abortFlag);
+          goto out;
+        }
         if (done) pend[i] = pend[--left];
         else i++;
       }
