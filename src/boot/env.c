@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,10 @@
 
 #include "base/param.h"
 #include "base/result.h"
+#include "boot/exchange.h"
+#include "boot/probe.h"
+#include "boot/root.h"
+#include "boot/topology.h"
 
 static int readInt(const char* name, int* out) {
   const char* v = getenv(name);
@@ -50,82 +56,211 @@ static const char* jobIdentity(const launcherVars_t* l, char* buf, size_t len) {
   return buf;
 }
 
+/* Where rank 0's root listens: MASTER_ADDR itself when it is this host's
+ * (so a loopback job is not reachable from the network), else any address.
+ * A name that resolves to loopback here (127.0.1.1 in /etc/hosts) may name
+ * this host to others: any address then too. */
+static void rootBindAddress(const char* addrText, const gbSockAddr_t* root, gbSockAddr_t* out) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  int literal = addrText[0] == '[' || inet_pton(AF_INET, addrText, buf) == 1 ||
+                inet_pton(AF_INET6, addrText, buf) == 1 || strcmp(addrText, "localhost") == 0;
+  if (gbSockAddrIsLocal(root) && (literal || !gbSockAddrIsLoopback(root))) {
+    *out = *root;
+    return;
+  }
+  int port = gbSockAddrPort(root);
+  memset(out, 0, sizeof(*out));
+  if (root->sa.ss_family == AF_INET6) {
+    struct sockaddr_in6* s = (struct sockaddr_in6*)&out->sa;
+    s->sin6_family = AF_INET6;
+    s->sin6_addr = in6addr_any;
+    s->sin6_port = htons((uint16_t)port);
+    out->len = sizeof(*s);
+  } else {
+    struct sockaddr_in* s = (struct sockaddr_in*)&out->sa;
+    s->sin_family = AF_INET;
+    s->sin_addr.s_addr = htonl(INADDR_ANY);
+    s->sin_port = htons((uint16_t)port);
+    out->len = sizeof(*s);
+  }
+}
+
+static void note(char* problem, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char* problem, size_t len, const char* fmt, ...) {
+  size_t used = strlen(problem);
+  if (used + 3 >= len) return;
+  if (used) {
+    memcpy(problem + used, "; ", 3);
+    used += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(problem + used, len - used, fmt, ap);
+  va_end(ap);
+}
+
+static const char* envText(const char* name) { return getenv(name) ? getenv(name) : ""; }
+
+/* How long a process with a problem tries to reach the root to report it
+ * (it may start a little before rank 0); past that it fails alone. */
+#define REPORT_CONNECT_SECONDS 10.0
+
+/* Tells the root (when it can be reached) why this process cannot join. */
+static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, const char* problem, int canReach,
+                                int hostsRoot) {
+  double timeoutSec = (double)gbParamInt(GB_PARAM_TIMEOUT);
+  int heard = 0;
+  gbResult_t res = gbSuccess;
+  char rootText[96] = "";
+  if (canReach) {
+    gbProbe_t rep;
+    memset(&rep, 0, sizeof(rep));
+    rep.magic = GB_PROBE_MAGIC;
+    rep.version = GB_PROBE_VERSION;
+    rep.kind = GB_PROBE_REPORT;
+    rep.rank = rankKnown ? rank : -1;
+    rep.nranks = e->nranks;
+    rep.pid = (int32_t)getpid();
+    rep.libVersion = GB_VERSION_CODE;
+    rep.localRank = e->localRank;
+    rep.hostId = gbHostId();
+    rep.gpuIndex = -1;
+    snprintf(rep.host, sizeof(rep.host), "%s", gbHostName());
+    snprintf(rep.problems, sizeof(rep.problems), "%s", problem);
+    rep.settings.timeoutSec = (int32_t)timeoutSec;
+    gbSockAddrString(&e->id.root, rootText, sizeof(rootText));
+    GB_INFO(GB_LOG_INIT, "gbCommInitFromEnv: %s; telling the rendezvous root at %s", problem, rootText);
+    res = gbBootReport(&e->id, &rep, REPORT_CONNECT_SECONDS, timeoutSec, &heard);
+    /* The root this process hosts must send every verdict before we leave. */
+    if (hostsRoot) gbBootRootWait(gbBootIdHash(&e->id), gbDeadlineIn(timeoutSec), NULL);
+  }
+  if (heard) return res;
+  if (canReach)
+    return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s (the other ranks could not be told: %s)", problem,
+                      gbErrorLast());
+  return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s", problem);
+}
+
 gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   memset(out, 0, sizeof(*out));
+  char problem[480] = "";
   const launcherVars_t* l = NULL;
+  int rankKnown = 0, sizeKnown = 0;
   for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]) && !l; i++) {
     int r = readInt(launchers[i].rank, &out->rank), s = readInt(launchers[i].size, &out->nranks);
-    if (r < 0 || s < 0)
-      return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s=%s / %s=%s must be non-negative integers",
-                        launchers[i].rank, getenv(launchers[i].rank) ? getenv(launchers[i].rank) : "",
-                        launchers[i].size, getenv(launchers[i].size) ? getenv(launchers[i].size) : "");
-    if (r == 1 && s == 1) l = &launchers[i];
+    if (r < 0 || s < 0 || (r == 1 && s == 1)) {
+      l = &launchers[i];
+      rankKnown = r == 1;
+      sizeKnown = s == 1;
+    }
+    if (r < 0)
+      note(problem, sizeof(problem), "%s=%s is not a non-negative integer; give each process its rank, 0 to %s-1",
+           launchers[i].rank, envText(launchers[i].rank), launchers[i].size);
+    if (s < 0)
+      note(problem, sizeof(problem), "%s=%s is not a non-negative integer; give every process the number of ranks",
+           launchers[i].size, envText(launchers[i].size));
   }
   if (!l)
     return gbErrorSet(gbInvalidArgument,
                       "gbCommInitFromEnv: no launcher variables found: set RANK and WORLD_SIZE (torchrun, "
                       "gpubridge-run), or start the ranks with srun (SLURM_PROCID) or mpirun (OMPI_COMM_WORLD_RANK)");
   out->launcher = l->launcher;
-  if (out->nranks < 1 || out->rank >= out->nranks)
-    return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s=%d is not in [0, %s=%d)", l->rank, out->rank,
-                      l->size, out->nranks);
+  if (sizeKnown && (out->nranks < 1 || out->nranks > GB_MAX_RANKS)) {
+    note(problem, sizeof(problem), "%s=%d is not in [1, %d]; give every process the number of ranks", l->size,
+         out->nranks, GB_MAX_RANKS);
+    sizeKnown = 0;
+  }
+  if (rankKnown && sizeKnown && out->rank >= out->nranks) {
+    note(problem, sizeof(problem), "%s=%d is not below %s=%d; give each process its rank, 0 to %d", l->rank, out->rank,
+         l->size, out->nranks, out->nranks - 1);
+    rankKnown = 0;
+  }
+  if (!sizeKnown) out->nranks = 0;
   if (readInt(l->local, &out->localRank) != 1) out->localRank = 0;
 
+  int haveId = 0;
   if (gbParamIsSet(GB_PARAM_UNIQUE_ID)) {
     gbUniqueId uid;
-    GB_CHECK(gbBootIdFromHex(gbParamString(GB_PARAM_UNIQUE_ID), &uid));
-    return gbBootIdUnpack(&uid, &out->id);
+    if (gbBootIdFromHex(gbParamString(GB_PARAM_UNIQUE_ID), &uid) == gbSuccess &&
+        gbBootIdUnpack(&uid, &out->id) == gbSuccess)
+      haveId = 1;
+    else
+      note(problem, sizeof(problem), "%s", gbErrorLast());
+    if (haveId && !problem[0]) return gbSuccess;
   }
 
+  /* Without a unique id: MASTER_ADDR and MASTER_PORT, also the way to tell
+   * the job about a problem above. */
+  int canReach = haveId, hostsRoot = 0;
   char identity[256];
   const char* job = jobIdentity(l, identity, sizeof(identity));
   const char* addr = getenv("MASTER_ADDR");
   int localSize = 0;
-  if ((!addr || !*addr) && readInt(l->localSize, &localSize) == 1 && localSize == out->nranks)
+  if ((!addr || !*addr) && sizeKnown && readInt(l->localSize, &localSize) == 1 && localSize == out->nranks)
     addr = "127.0.0.1"; /* every rank on this host */
-  if (!addr || !*addr)
-    return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_ADDR is not set: set it to the host of rank 0 "
-                                         "(and MASTER_PORT to a free port there)");
   int port = 0;
   int havePort = readInt("MASTER_PORT", &port);
-  if (havePort < 0 || (havePort == 1 && (port < 1 || port > 65535)))
-    return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_PORT=%s is not a port number (1..65535)",
-                      getenv("MASTER_PORT"));
-  if (havePort == 0) {
-    if (!job)
-      return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_PORT is not set: set it to a free port on "
-                                           "MASTER_ADDR's host, the same for every rank");
+  if (havePort < 0 || (havePort == 1 && (port < 1 || port > 65535))) {
+    note(problem, sizeof(problem), "MASTER_PORT=%s is not a port number (1..65535); give every rank the same free "
+         "port of rank 0's host", envText("MASTER_PORT"));
+    havePort = -1;
+  } else if (havePort == 0 && job) {
     port = 20000 + (int)(hashText(job) % 30000);
+    havePort = 1;
   }
-  GB_CHECK(gbSockAddrParse(addr, port, &out->id.root));
-  gbSockAddrSetPort(&out->id.root, port);
+  if (!haveId) {
+    if (!addr || !*addr) {
+      if (!problem[0])
+        return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_ADDR is not set: set it to the host of rank 0 "
+                                             "(and MASTER_PORT to a free port there)");
+    } else if (havePort == 0) {
+      if (!problem[0])
+        return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_PORT is not set: set it to a free port on "
+                                             "MASTER_ADDR's host, the same for every rank");
+    } else if (havePort == 1) {
+      gbResult_t parsed = gbSockAddrParse(addr, port, &out->id.root);
+      if (parsed != gbSuccess && !problem[0]) return parsed;
+      if (parsed == gbSuccess) {
+        gbSockAddrSetPort(&out->id.root, port);
+        /* The secret leaves the world size out, so a rank with a wrong
+         * WORLD_SIZE still gets in and the verdict names it. */
+        char secretText[512];
+        if (gbParamIsSet(GB_PARAM_JOB_SECRET)) {
+          snprintf(secretText, sizeof(secretText), "%s", gbParamString(GB_PARAM_JOB_SECRET));
+        } else {
+          snprintf(secretText, sizeof(secretText), "%s:%d:%s", addr, port, job ? job : "");
+          GB_INFO(GB_LOG_INIT, "GPUBRIDGE_JOB_SECRET is not set: the job secret is derived from the launcher's "
+                               "variables, so a stranger who knows them could join");
+        }
+        gbBootSecretFromText(secretText, out->id.secret);
+        canReach = 1;
+      }
+    }
+  }
 
-  char secretText[512];
-  if (gbParamIsSet(GB_PARAM_JOB_SECRET)) {
-    snprintf(secretText, sizeof(secretText), "%s", gbParamString(GB_PARAM_JOB_SECRET));
-  } else {
-    snprintf(secretText, sizeof(secretText), "%s:%d:%d:%s", addr, port, out->nranks, job ? job : "");
-    GB_INFO(GB_LOG_INIT, "GPUBRIDGE_JOB_SECRET is not set: the job secret is derived from the launcher's "
-                         "variables, so a stranger who knows them could join");
+  if (canReach && !haveId && rankKnown && out->rank == 0) {
+    rootBindAddress(addr, &out->id.root, &out->rootBind);
+    gbSockAddr_t bound;
+    if (gbBootRootStart(&out->rootBind, out->id.secret, gbBootIdHash(&out->id), &bound) == gbSuccess) {
+      hostsRoot = 1;
+    } else {
+      int taken = errno == EADDRINUSE;
+      char why[320];
+      snprintf(why, sizeof(why), "%s", gbErrorLast());
+      if (taken)
+        note(problem, sizeof(problem), "%s=0, but MASTER_PORT %d on this host is taken (is a second process started "
+             "with %s=0? another program on that port?): %s; give each process its own rank, or choose a free "
+             "MASTER_PORT", l->rank, port, l->rank, why);
+      else
+        note(problem, sizeof(problem), "%s=0, but this process cannot host the rendezvous root on port %d: %s; choose "
+             "a free MASTER_PORT", l->rank, port, why);
+      /* Report to whoever holds the port: another rank 0's root, maybe. */
+      canReach = taken;
+    }
   }
-  gbBootSecretFromText(secretText, out->id.secret);
+  if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach, hostsRoot);
 
-  out->hostsRoot = out->rank == 0;
-  memset(&out->rootBind, 0, sizeof(out->rootBind));
-  if (out->id.root.sa.ss_family == AF_INET6) {
-    struct sockaddr_in6* s = (struct sockaddr_in6*)&out->rootBind.sa;
-    s->sin6_family = AF_INET6;
-    s->sin6_addr = in6addr_any;
-    s->sin6_port = htons((uint16_t)port);
-    out->rootBind.len = sizeof(*s);
-  } else {
-    struct sockaddr_in* s = (struct sockaddr_in*)&out->rootBind.sa;
-    s->sin_family = AF_INET;
-    s->sin_addr.s_addr = htonl(INADDR_ANY);
-    s->sin_port = htons((uint16_t)port);
-    out->rootBind.len = sizeof(*s);
-  }
-  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s:%d", out->rank, out->nranks, l->launcher,
-          addr, port);
+  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s:%d%s", out->rank, out->nranks, l->launcher,
+          addr, port, hostsRoot ? " (hosted here)" : "");
   return gbSuccess;
 }

@@ -7,17 +7,18 @@
 #include "base/result.h"
 #include "boot/root.h"
 #include "boot/topology.h"
+#include "boot/validate.h"
 
 /* The root decides at its own deadline; ranks wait this much longer for it. */
 #define VERDICT_GRACE_SECONDS 1.5
 
-gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double timeoutSec,
-                          const volatile int* abortFlag, gbProbe_t** probesOut) {
-  char rootText[96];
-  gbSockAddrString(&id->root, rootText, sizeof(rootText));
-  gbDeadline_t connectBy = gbDeadlineIn(timeoutSec);
-  gbDeadline_t verdictBy = gbDeadlineIn(timeoutSec + VERDICT_GRACE_SECONDS);
+/* Connects (until connectBy), sends the hello and probe, reads the verdict
+ * header. *fdOut is the open socket on success. */
+static gbResult_t sendProbe(const gbBootId_t* id, const gbProbe_t* mine, gbDeadline_t connectBy, gbDeadline_t verdictBy,
+                            double timeoutSec, const volatile int* abortFlag, const char* rootText,
+                            gbVerdictHeader_t* h, int* fdOut) {
   int fd = -1;
+  *fdOut = -1;
   gbResult_t res = gbSockConnect(&id->root, connectBy, abortFlag, &fd);
   if (res != gbSuccess)
     return gbErrorSet(res, "rank %d could not reach the rendezvous root at %s within %.0f s: %s; check that rank 0 "
@@ -35,47 +36,101 @@ gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double ti
   msg.hello.tag = GB_BOOT_ROOT_TAG;
   msg.hello.nsocks = 1;
   msg.probe = *mine;
-  gbVerdictHeader_t h;
-  GB_CHECK_GOTO(gbSockSendAll(fd, &msg, sizeof(msg), connectBy, abortFlag, "probe to the rendezvous root"), res, fail);
-  GB_INFO(GB_LOG_BOOT, "rank %d sent its probe to the rendezvous root at %s", mine->rank, rootText);
-  res = gbSockRecvAll(fd, &h, sizeof(h), verdictBy, abortFlag, "verdict from the rendezvous root");
+  res = gbSockSendAll(fd, &msg, sizeof(msg), connectBy, abortFlag, "probe to the rendezvous root");
+  if (res != gbSuccess) {
+    gbSockClose(fd);
+    return res;
+  }
+  GB_INFO(GB_LOG_BOOT, "rank %d sent its %s to the rendezvous root at %s", mine->rank,
+          mine->kind == GB_PROBE_REPORT ? "report" : "probe", rootText);
+  res = gbSockRecvAll(fd, h, sizeof(*h), verdictBy, abortFlag, "verdict from the rendezvous root");
   if (res != gbSuccess) {
     res = gbErrorSet(res == gbTimeout ? gbTimeout : gbRemoteError,
                      "rank %d got no verdict from the rendezvous root at %s: %s (the process hosting the root, "
                      "rank 0 under a launcher, may have failed or stopped)",
                      mine->rank, rootText, gbErrorLast());
-    goto fail;
+    gbSockClose(fd);
+    return res;
   }
-  if (h.magic != GB_BOOT_VERDICT_MAGIC || h.textLen > 65536 || h.nprobes > GB_MAX_RANKS) {
-    res = gbErrorSet(gbInternalError, "the rendezvous root at %s sent a malformed verdict", rootText);
-    goto fail;
+  /* What the root sends is checked like any message from the wire. */
+  int failed = h->result != gbSuccess;
+  if (h->magic != GB_BOOT_VERDICT_MAGIC || h->textLen > 65536 || h->nprobes > GB_MAX_RANKS || h->result < 0 ||
+      (failed && (h->nprobes != 0 || h->textLen == 0)) ||
+      (!failed && (h->textLen != 0 || mine->kind != GB_PROBE_RANK || h->nprobes != (uint32_t)mine->nranks))) {
+    gbSockClose(fd);
+    return gbErrorSet(gbInternalError, "the rendezvous root at %s sent a malformed verdict (result %d, %u text bytes, "
+                      "%u probes); is another program listening there?", rootText, h->result, h->textLen, h->nprobes);
   }
+  *fdOut = fd;
+  return gbSuccess;
+}
+
+/* Reads the verdict's text and returns its error, text recorded. */
+static gbResult_t readFailure(int fd, const gbVerdictHeader_t* h, gbDeadline_t verdictBy,
+                              const volatile int* abortFlag, int* heard) {
+  char* text = calloc(1, (size_t)h->textLen + 1);
+  gbResult_t res = text ? gbSockRecvAll(fd, text, h->textLen, verdictBy, abortFlag, "verdict text") : gbSystemError;
+  if (res == gbSuccess) {
+    /* The same bytes on every rank: record them as they are. */
+    GB_WARN("%s", text);
+    gbErrorRecord(text);
+    res = (gbResult_t)h->result;
+    *heard = 1;
+  }
+  free(text);
+  return res;
+}
+
+gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double timeoutSec,
+                          const volatile int* abortFlag, gbProbe_t** probesOut) {
+  char rootText[96];
+  gbSockAddrString(&id->root, rootText, sizeof(rootText));
+  gbDeadline_t connectBy = gbDeadlineIn(timeoutSec);
+  gbDeadline_t verdictBy = gbDeadlineIn(timeoutSec + VERDICT_GRACE_SECONDS);
+  gbVerdictHeader_t h;
+  int fd;
+  GB_CHECK(sendProbe(id, mine, connectBy, verdictBy, timeoutSec, abortFlag, rootText, &h, &fd));
+  gbResult_t res;
   if (h.result != gbSuccess) {
-    char* text = calloc(1, (size_t)h.textLen + 1);
-    res = text ? gbSockRecvAll(fd, text, h.textLen, verdictBy, abortFlag, "verdict text") : gbSystemError;
-    if (res == gbSuccess) {
-      /* The same bytes on every rank: record them as they are. */
-      GB_WARN("%s", text);
-      gbErrorRecord(text);
-      res = (gbResult_t)h.result;
-    }
-    free(text);
-    goto fail;
+    int heard = 0;
+    res = readFailure(fd, &h, verdictBy, abortFlag, &heard);
+    gbSockClose(fd);
+    return res;
   }
   gbProbe_t* probes = malloc(sizeof(gbProbe_t) * h.nprobes);
   if (!probes) {
-    res = gbErrorSet(gbSystemError, "out of memory for %u probes", h.nprobes);
-    goto fail;
+    gbSockClose(fd);
+    return gbErrorSet(gbSystemError, "out of memory for %u probes", h.nprobes);
   }
   res = gbSockRecvAll(fd, probes, sizeof(gbProbe_t) * h.nprobes, verdictBy, abortFlag, "topology from the root");
+  gbSockClose(fd);
+  for (uint32_t i = 0; i < h.nprobes && res == gbSuccess; i++) {
+    char why[160];
+    if (!gbBootProbeCheck(&probes[i], why, sizeof(why)) || probes[i].kind != GB_PROBE_RANK ||
+        probes[i].rank != (int)i || probes[i].nranks != mine->nranks)
+      res = gbErrorSet(gbInternalError, "the rendezvous root at %s sent a malformed topology (entry %u: %s)", rootText,
+                       i, probes[i].rank != (int)i ? "out of order" : why);
+  }
   if (res != gbSuccess) {
     free(probes);
-    goto fail;
+    return res;
   }
-  gbSockClose(fd);
   *probesOut = probes;
   return gbSuccess;
-fail:
+}
+
+gbResult_t gbBootReport(const gbBootId_t* id, const gbProbe_t* report, double connectSec, double timeoutSec,
+                        int* heardOut) {
+  *heardOut = 0;
+  char rootText[96];
+  gbSockAddrString(&id->root, rootText, sizeof(rootText));
+  gbDeadline_t connectBy = gbDeadlineIn(connectSec < timeoutSec ? connectSec : timeoutSec);
+  gbDeadline_t verdictBy = gbDeadlineIn(timeoutSec + VERDICT_GRACE_SECONDS);
+  gbVerdictHeader_t h;
+  int fd;
+  GB_CHECK(sendProbe(id, report, connectBy, verdictBy, timeoutSec, NULL, rootText, &h, &fd));
+  /* A root that accepts a report never sends a topology (sendProbe checks). */
+  gbResult_t res = readFailure(fd, &h, verdictBy, NULL, heardOut);
   gbSockClose(fd);
   return res;
 }

@@ -1,6 +1,9 @@
 /* What each rank tells the root about itself: identity, device, settings, the
  * address it listens on for peers, and any invalid GPUBRIDGE_* values. A fixed,
- * versioned record, so vendors' builds of gpubridge understand each other. */
+ * versioned record, so vendors' builds of gpubridge understand each other.
+ * A process that cannot take part (a bad launcher variable) sends a report
+ * instead: kind GB_PROBE_REPORT, its problem in problems, so every rank hears
+ * it in the one verdict rather than waiting for it until the timeout. */
 #ifndef GB_BOOT_PROBE_H
 #define GB_BOOT_PROBE_H
 
@@ -9,7 +12,12 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 3u
+#define GB_PROBE_VERSION 4u
+
+/* gbProbe_t.kind */
+#define GB_PROBE_RANK 0   /* a rank's facts */
+#define GB_PROBE_REPORT 1 /* why a process cannot join: problems; rank (-1: unknown), pid, host, hostId,
+                             localRank and settings.timeoutSec are the only other fields it fills */
 
 /* Settings that decide the schedule: every rank must hold the same. */
 typedef struct {
@@ -40,7 +48,7 @@ typedef struct {
   char gpuUuid[48];   /* "" when unknown or simulated */
   char gpuPci[24];    /* PCI bus id, "" when unknown */
   int32_t gpuIndex;   /* -1 without a GPU */
-  int32_t pad;
+  int32_t kind;       /* GB_PROBE_RANK or GB_PROBE_REPORT */
   gbSettings_t settings;
   gbSockAddr_t listenAddr;
   char problems[512]; /* invalid GPUBRIDGE_* values and config fields, "; "-separated */

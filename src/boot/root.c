@@ -14,18 +14,28 @@
 #include "boot/probe.h"
 #include "boot/topology.h"
 #include "boot/validate.h"
+#include "net/strangers.h"
 
+/* Connections waiting for their hello and probe beyond this many make room
+ * by dropping the oldest stranger (net/strangers.h). */
 #define MAX_PENDING 1024
+/* Connections accepted per round, so probes are read between bursts. */
+#define ACCEPT_BURST 64
 #define STRANGER_SECONDS 10.0
 /* When ranks disagree on the number of ranks, wait this much longer for the
  * stragglers, so every started rank hears the same verdict. */
 #define DISAGREE_GRACE_SECONDS 2.0
+/* After a process reported that it cannot join (or sent a malformed probe),
+ * the verdict is certain: wait this long at most for the ranks not yet in,
+ * so they hear it too, instead of the whole timeout. */
+#define REPORT_GRACE_SECONDS 2.0
 
 typedef struct {
+  int64_t since; /* first: gbNetStrangersOldest reads it */
   int fd;
+  int ready;     /* poll() saw something to read */
   gbSockAddr_t peer;
   size_t got;
-  int64_t since;
   struct {
     gbNetHello_t hello;
     gbProbe_t probe;
@@ -39,6 +49,8 @@ typedef struct {
   uint64_t commHash;
   pending_t pending[MAX_PENDING];
   int npending;
+  int64_t pausedUntil; /* accept() ran out of descriptors: not before this */
+  gbNetStrangers_t strangers;
   int* rankFds;       /* fds of ranks whose probe arrived, in arrival order */
   gbProbe_t* probes;  /* in arrival order */
   int nprobes, cap;
@@ -86,10 +98,7 @@ void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int
 }
 
 static void refuse(root_t* r, int i, const char* why) {
-  char peer[96], here[96];
-  GB_WARN("rendezvous root: refused a connection from %s on %s: %s (not a rank of this job)",
-          gbSockAddrString(&r->pending[i].peer, peer, sizeof(peer)), gbSockAddrString(&r->bound, here, sizeof(here)),
-          why);
+  gbNetStrangersRefused(&r->strangers, &r->pending[i].peer, why);
   gbSockClose(r->pending[i].fd);
   r->pending[i] = r->pending[--r->npending];
 }
@@ -100,15 +109,50 @@ static int secretMatches(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
+/* Files pending connection i's complete probe as a rank's (or a report). */
+static void file(root_t* r, int i) {
+  pending_t* p = &r->pending[i];
+  if (r->nprobes == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 16;
+    gbProbe_t* probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)cap);
+    if (probes) r->probes = probes;
+    int* fds = probes ? realloc(r->rankFds, sizeof(int) * (size_t)cap) : NULL;
+    if (fds) r->rankFds = fds;
+    if (!probes || !fds) {
+      refuse(r, i, "the root is out of memory");
+      return;
+    }
+    r->cap = cap;
+  }
+  /* Filed even when malformed: the verdict names it. Nothing of it is used
+   * before gbBootProbeCheck says it may be. */
+  const gbProbe_t* q = &p->msg.probe;
+  char why[160], peer[96];
+  if (!gbBootProbeCheck(q, why, sizeof(why)))
+    GB_WARN("rendezvous root: malformed probe from %s (it holds the job secret): %s",
+            gbSockAddrString(&p->peer, peer, sizeof(peer)), why);
+  else if (q->kind == GB_PROBE_REPORT)
+    GB_INFO(GB_LOG_BOOT, "rendezvous root: pid %d on %s (rank %d) reports it cannot join: %s", q->pid, q->host, q->rank,
+            q->problems);
+  else
+    GB_INFO(GB_LOG_BOOT, "rendezvous root: rank %d of %d joined (pid %d on %s)", q->rank, q->nranks, q->pid, q->host);
+  r->probes[r->nprobes] = *q;
+  r->rankFds[r->nprobes++] = p->fd;
+  r->pending[i] = r->pending[--r->npending];
+}
+
 /* Reads what pending connection i has sent; files it as a rank once its
- * hello and probe are complete and valid. */
+ * hello and probe are complete and carry the secret. */
 static void advance(root_t* r, int i) {
   pending_t* p = &r->pending[i];
-  char err[128];
+  char err[128], why[192];
+  p->ready = 0;
   while (p->got < sizeof(p->msg)) {
     ssize_t n = gbSockTryRecv(p->fd, (char*)&p->msg + p->got, sizeof(p->msg) - p->got, err, sizeof(err));
     if (n < 0) {
-      refuse(r, i, p->got ? "closed before sending a whole hello and probe" : err);
+      snprintf(why, sizeof(why), "closed after %zu of the %zu bytes of a hello and probe (%s)", p->got,
+               sizeof(p->msg), err);
+      refuse(r, i, why);
       return;
     }
     if (n == 0) break;
@@ -131,62 +175,96 @@ static void advance(root_t* r, int i) {
     refuse(r, i, "probe of another gpubridge wire version (install the same gpubridge on every node)");
     return;
   }
-  if (r->nprobes == r->cap) {
-    int cap = r->cap ? 2 * r->cap : 16;
-    gbProbe_t* probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)cap);
-    if (probes) r->probes = probes;
-    int* fds = probes ? realloc(r->rankFds, sizeof(int) * (size_t)cap) : NULL;
-    if (fds) r->rankFds = fds;
-    if (!probes || !fds) {
-      refuse(r, i, "the root is out of memory");
-      return;
-    }
-    r->cap = cap;
-  }
-  p->msg.probe.problems[sizeof(p->msg.probe.problems) - 1] = '\0';
-  p->msg.probe.host[sizeof(p->msg.probe.host) - 1] = '\0';
-  p->msg.probe.vendor[sizeof(p->msg.probe.vendor) - 1] = '\0';
-  r->probes[r->nprobes] = p->msg.probe;
-  r->rankFds[r->nprobes++] = p->fd;
-  GB_INFO(GB_LOG_BOOT, "rendezvous root: rank %d of %d joined (pid %d on %s)", p->msg.probe.rank,
-          p->msg.probe.nranks, p->msg.probe.pid, p->msg.probe.host);
-  r->pending[i] = r->pending[--r->npending];
+  file(r, i);
 }
 
-static void acceptAll(root_t* r) {
-  for (;;) {
+/* Drops the stranger that has waited longest, to make room (why: for what);
+ * 0 when every waiting one is too young to judge. */
+static int evictOldest(root_t* r, int64_t now, const char* why) {
+  int i = gbNetStrangersOldest(&r->pending[0].since, r->npending, sizeof(pending_t), now);
+  if (i < 0) return 0;
+  char text[224];
+  snprintf(text, sizeof(text), "dropped after %.2f s without a whole hello and probe (%zu of %zu bytes): %s",
+           (double)(now - r->pending[i].since) / 1e9, r->pending[i].got, sizeof(r->pending[i].msg), why);
+  refuse(r, i, text);
+  return 1;
+}
+
+/* Takes up to ACCEPT_BURST queued connections, reading each at once (a
+ * rank sends its probe right after connecting). Running out of descriptors,
+ * or a flood past MAX_PENDING, costs the oldest stranger its place, never
+ * the root: a rank behind the strangers still gets in. */
+static void acceptSome(root_t* r, int64_t now) {
+  char eb[128];
+  for (int k = 0; k < ACCEPT_BURST; k++) {
+    if (r->npending == MAX_PENDING && !evictOldest(r, now, "too many connections waiting (a flood?)")) {
+      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
+      return;
+    }
     int fd;
     gbSockAddr_t peer;
-    if (gbSockAccept(r->listenFd, &fd, &peer) != gbSuccess || fd < 0) return;
-    if (r->npending == MAX_PENDING) {
-      gbSockClose(fd);
-      continue;
+    if (gbSockAccept(r->listenFd, &fd, &peer) != gbSuccess) { /* logged; not the root's end */
+      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
+      return;
+    }
+    if (fd < 0) {
+      int e = errno;
+      if (e == 0) return; /* the queue is empty */
+      gbNetStrangersNoFds(&r->strangers, strerror_r(e, eb, sizeof(eb)), r->npending);
+      if (evictOldest(r, now, "this process is out of descriptors")) continue;
+      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
+      return;
     }
     pending_t* p = &r->pending[r->npending++];
     memset(p, 0, sizeof(*p));
     p->fd = fd;
     p->peer = peer;
-    p->since = gbClockNowNs();
+    p->since = now;
+    advance(r, r->npending - 1);
   }
+}
+
+/* The timeout of the first probe that may be trusted (0: none yet). */
+static int trustedTimeout(const root_t* r) {
+  char why[160];
+  for (int i = 0; i < r->nprobes; i++)
+    if (gbBootProbeCheck(&r->probes[i], why, sizeof(why))) return r->probes[i].settings.timeoutSec;
+  return 0;
 }
 
 /* Whether enough probes are in: all the ranks claimed, or (when ranks
- * disagree on the count) the smallest claim after a grace period. */
-static int gathered(const root_t* r, int64_t* disagreeSince) {
-  if (r->nprobes == 0) return 0;
-  int lo = r->probes[0].nranks, hi = lo;
-  for (int i = 1; i < r->nprobes; i++) {
-    if (r->probes[i].nranks < lo) lo = r->probes[i].nranks;
-    if (r->probes[i].nranks > hi) hi = r->probes[i].nranks;
+ * disagree on the count) the smallest claim after a grace period, or once a
+ * process reported that it cannot join (or sent a malformed probe) everyone
+ * else, or what came within a grace period. */
+static int gathered(const root_t* r, int64_t* disagreeSince, int64_t* faultSince) {
+  int good = 0, faulty = 0, lo = 0, hi = 0;
+  char why[160];
+  for (int i = 0; i < r->nprobes; i++) {
+    const gbProbe_t* q = &r->probes[i];
+    if (!gbBootProbeCheck(q, why, sizeof(why)) || q->kind == GB_PROBE_REPORT) {
+      faulty++;
+      continue;
+    }
+    if (good == 0 || q->nranks < lo) lo = q->nranks;
+    if (good == 0 || q->nranks > hi) hi = q->nranks;
+    good++;
   }
-  if (r->nprobes >= hi) return 1;
-  if (lo == hi || r->nprobes < lo) return 0;
-  if (*disagreeSince == 0) *disagreeSince = gbClockNowNs();
-  return gbClockNowNs() - *disagreeSince > (int64_t)(DISAGREE_GRACE_SECONDS * 1e9);
+  int64_t now = gbClockNowNs();
+  if (faulty) {
+    if (*faultSince == 0) *faultSince = now;
+    if (good > 0 && good + faulty >= hi) return 1;
+    return now - *faultSince > (int64_t)(REPORT_GRACE_SECONDS * 1e9);
+  }
+  if (good == 0) return 0;
+  if (good >= hi) return 1;
+  if (lo == hi || good < lo) return 0;
+  if (*disagreeSince == 0) *disagreeSince = now;
+  return now - *disagreeSince > (int64_t)(DISAGREE_GRACE_SECONDS * 1e9);
 }
 
 static void sendVerdict(root_t* r, int timedOut) {
-  int timeoutSec = r->probes[0].settings.timeoutSec;
+  int timeoutSec = trustedTimeout(r);
+  if (timeoutSec <= 0) timeoutSec = 30;
   gbProbe_t* sorted = calloc(GB_MAX_RANKS, sizeof(gbProbe_t));
   char text[4096];
   gbValidateInput_t in = {r->probes, r->nprobes, timedOut, timeoutSec};
@@ -199,7 +277,7 @@ static void sendVerdict(root_t* r, int timedOut) {
   else
     GB_INFO(GB_LOG_BOOT, "rendezvous root: verdict for %d ranks: %s", r->nprobes, text);
   /* A rank that died meanwhile must not stop the others hearing the verdict. */
-  gbDeadline_t d = gbDeadlineIn(timeoutSec > 0 ? timeoutSec : 30);
+  gbDeadline_t d = gbDeadlineIn(timeoutSec);
   for (int i = 0; i < r->nprobes; i++) {
     int fd = r->rankFds[i];
     if (gbSockSendAll(fd, &h, sizeof(h), d, NULL, "verdict") == gbSuccess && h.textLen)
@@ -211,32 +289,43 @@ static void sendVerdict(root_t* r, int timedOut) {
 
 static void* rootMain(void* arg) {
   root_t* r = arg;
-  int64_t disagreeSince = 0;
+  int64_t disagreeSince = 0, faultSince = 0;
   gbDeadline_t deadline = {INT64_MAX};
   static __thread struct pollfd fds[MAX_PENDING + 1];
   int timedOut = 0;
   for (;;) {
-    if (r->nprobes > 0 && deadline.ns == INT64_MAX)
-      deadline = gbDeadlineIn(r->probes[0].settings.timeoutSec);
-    if (gathered(r, &disagreeSince)) break;
+    int timeoutSec = trustedTimeout(r);
+    if (timeoutSec > 0 && deadline.ns == INT64_MAX) deadline = gbDeadlineIn(timeoutSec);
+    if (gathered(r, &disagreeSince, &faultSince)) break;
     if (gbDeadlinePassed(deadline)) {
       timedOut = 1;
       break;
     }
+    int64_t now = gbClockNowNs();
+    int paused = now < r->pausedUntil;
     int nfds = 0;
-    fds[nfds++] = (struct pollfd){r->listenFd, POLLIN, 0};
+    fds[nfds++] = (struct pollfd){r->listenFd, (short)(paused ? 0 : POLLIN), 0};
     for (int i = 0; i < r->npending; i++) fds[nfds++] = (struct pollfd){r->pending[i].fd, POLLIN, 0};
-    (void)poll(fds, (nfds_t)nfds, 50);
-    acceptAll(r);
+    int waitMs = paused ? (int)((r->pausedUntil - now) / 1000000) + 1 : 50;
+    (void)poll(fds, (nfds_t)nfds, waitMs < 50 ? waitMs : 50);
+    for (int i = 0; i < r->npending; i++) r->pending[i].ready = fds[1 + i].revents != 0;
+    /* Backwards, so the swap in refuse and file brings in one already seen. */
+    now = gbClockNowNs();
     for (int i = r->npending - 1; i >= 0; i--) {
-      if (gbClockNowNs() - r->pending[i].since > (int64_t)(STRANGER_SECONDS * 1e9)) refuse(r, i, "no hello in time");
-      else advance(r, i);
+      if (r->pending[i].ready) advance(r, i);
+      else if (now - r->pending[i].since > (int64_t)(STRANGER_SECONDS * 1e9)) refuse(r, i, "no hello in time");
     }
+    if (fds[0].revents != 0) acceptSome(r, now);
+    gbNetStrangersFlush(&r->strangers, 0);
   }
+  /* Stop listening before the verdict goes out: a rank that retries init
+   * at once must find the next root (or nothing, and retry), never this one
+   * on its way out. */
+  gbSockClose(r->listenFd);
+  while (r->npending > 0) refuse(r, r->npending - 1, "the rendezvous ended before it sent a whole hello and probe");
+  gbNetStrangersFlush(&r->strangers, 1);
   sendVerdict(r, timedOut);
   for (int i = 0; i < r->nprobes; i++) gbSockClose(r->rankFds[i]);
-  for (int i = 0; i < r->npending; i++) gbSockClose(r->pending[i].fd);
-  gbSockClose(r->listenFd);
   free(r->probes);
   free(r->rankFds);
   rootFinished(r->commHash);
@@ -252,9 +341,12 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
   r->commHash = commHash;
   gbResult_t res = gbSockListen(bindAddr, &r->listenFd, &r->bound);
   if (res != gbSuccess) {
+    int e = errno; /* the bind's cause, for the caller */
     free(r);
+    errno = e;
     return res;
   }
+  gbNetStrangersInit(&r->strangers, "rendezvous root: ", " (not a rank of this job)", &r->bound);
   *boundOut = r->bound;
   rootRegister(commHash);
   pthread_t t;

@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "base/param.h"
+#include "boot/topology.h"
+#include "net/net.h"
 
 typedef struct {
   char* buf;
@@ -35,6 +40,11 @@ static int cmpInt(const void* a, const void* b) {
 
 const char* gbBootRankList(const int* ranks, int n, char* buf, size_t len) {
   int* sorted = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!sorted || n < 0) {
+    free(sorted);
+    snprintf(buf, len, "?");
+    return buf;
+  }
   memcpy(sorted, ranks, sizeof(int) * (size_t)n);
   qsort(sorted, (size_t)n, sizeof(int), cmpInt);
   size_t used = 0;
@@ -62,6 +72,12 @@ static int describeSplit(const gbProbe_t* probes, int n, fieldFn_t field, showFn
   int64_t* values = malloc(sizeof(int64_t) * (size_t)n);
   int* ranks = malloc(sizeof(int) * (size_t)n);
   int nvalues = 0;
+  out[0] = '\0';
+  if (!values || !ranks) {
+    free(values);
+    free(ranks);
+    return 0;
+  }
   for (int i = 0; i < n; i++) {
     int64_t v = field(&probes[i]);
     int seen = 0;
@@ -160,6 +176,7 @@ static int countIslands(const gbProbe_t* sorted, int n, char* desc, size_t len) 
   size_t used = 0;
   desc[0] = '\0';
   int* members = malloc(sizeof(int) * (size_t)n);
+  if (!members) return 0;
   for (int r = 0; r < n; r++) {
     int first = 1;
     for (int q = 0; q < r; q++) first &= strcmp(sorted[q].vendor, sorted[r].vendor) != 0;
@@ -195,14 +212,145 @@ static void sharedGpus(problems_t* p, const gbProbe_t* s, int n) {
     }
 }
 
+static int terminated(const char* s, size_t len) { return memchr(s, '\0', len) != NULL; }
+
+static int choiceCount(gbParamId_t id) {
+  const gbParamDesc_t* d = gbParamDesc(id);
+  int count = 0;
+  while (d->choices && d->choices[count]) count++;
+  return count;
+}
+
+#define BAD(...) (snprintf(why, whyLen, __VA_ARGS__), 0)
+
+int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen) {
+  if (p->magic != GB_PROBE_MAGIC || p->version != GB_PROBE_VERSION)
+    return BAD("magic %08x version %u, this build speaks %08x version %u", p->magic, p->version, GB_PROBE_MAGIC,
+               GB_PROBE_VERSION);
+  if (p->kind != GB_PROBE_RANK && p->kind != GB_PROBE_REPORT) return BAD("kind %d is not a rank or a report", p->kind);
+  if (!terminated(p->host, sizeof(p->host))) return BAD("the host name is not terminated");
+  if (!terminated(p->vendor, sizeof(p->vendor))) return BAD("the vendor is not terminated");
+  if (!terminated(p->gpuUuid, sizeof(p->gpuUuid))) return BAD("the GPU UUID is not terminated");
+  if (!terminated(p->gpuPci, sizeof(p->gpuPci))) return BAD("the GPU PCI id is not terminated");
+  if (!terminated(p->problems, sizeof(p->problems))) return BAD("the problem text is not terminated");
+  if (p->settings.timeoutSec < 1) return BAD("timeout %d s is not at least 1", p->settings.timeoutSec);
+  if (p->kind == GB_PROBE_REPORT) {
+    if (p->rank < -1 || p->rank >= GB_MAX_RANKS) return BAD("report for rank %d, not in [-1, %d)", p->rank, GB_MAX_RANKS);
+    if (!p->problems[0]) return BAD("a report without a problem");
+    return 1;
+  }
+  if (p->nranks < 1 || p->nranks > GB_MAX_RANKS)
+    return BAD("world size %d is not in [1, %d]", p->nranks, GB_MAX_RANKS);
+  /* A rank outside [0, nranks) is a launcher mistake the rules below name;
+   * here only what no rule could print sensibly. */
+  if (p->rank < -GB_MAX_RANKS || p->rank > 2 * GB_MAX_RANKS) return BAD("rank %d is far out of range", p->rank);
+  if (p->localRank < 0) return BAD("local rank %d is negative", p->localRank);
+  if (p->runKind < gbRunReal || p->runKind > gbRunCpu) return BAD("run kind %d is unknown", p->runKind);
+  if (p->gpuIndex < -1) return BAD("GPU index %d is below -1", p->gpuIndex);
+  if (!p->vendor[0]) return BAD("the vendor is empty");
+  const gbSettings_t* st = &p->settings;
+  if (st->policy < 0 || st->policy >= choiceCount(GB_PARAM_POLICY)) return BAD("policy %d is unknown", st->policy);
+  if (st->transport < 0 || st->transport >= choiceCount(GB_PARAM_TRANSPORT))
+    return BAD("transport %d is unknown", st->transport);
+  if (st->splitTest < 0 || st->splitTest >= choiceCount(GB_PARAM_SPLIT_TEST))
+    return BAD("split-test mode %d is unknown", st->splitTest);
+  if (st->checkCalls < 0 || st->checkCalls >= choiceCount(GB_PARAM_CHECK_CALLS))
+    return BAD("call-check mode %d is unknown", st->checkCalls);
+  if (st->nsocks < 1 || st->nsocks > GB_NET_MAX_POLLFDS) return BAD("%d sockets per peer, not 1..%d", st->nsocks, GB_NET_MAX_POLLFDS);
+  if (st->stagingSlots < 1) return BAD("%d staging slots", st->stagingSlots);
+  if (st->chunkBytes < 1) return BAD("chunk of %lld bytes", (long long)st->chunkBytes);
+  if (st->ringMinBytes < 0) return BAD("ring threshold of %lld bytes", (long long)st->ringMinBytes);
+  if (st->rails < 0) return BAD("%d rails", st->rails);
+  /* A rank that could not listen says so in problems and sends no address. */
+  const gbSockAddr_t* a = &p->listenAddr;
+  int v4 = a->sa.ss_family == AF_INET && a->len == sizeof(struct sockaddr_in);
+  int v6 = a->sa.ss_family == AF_INET6 && a->len == sizeof(struct sockaddr_in6);
+  if (!p->problems[0] && !v4 && !v6)
+    return BAD("listen address of family %d and length %u is not IPv4 or IPv6", (int)a->sa.ss_family, (unsigned)a->len);
+  return 1;
+}
+
+/* "rank 3 (pid 42 on node1)", or for an unknown rank "a process (pid 42 on
+ * node1, LOCAL_RANK 3)"; host only when it is text. */
+static const char* who(const gbProbe_t* p, char* buf, size_t len) {
+  const char* host = terminated(p->host, sizeof(p->host)) ? p->host : "?";
+  if (p->rank >= 0) snprintf(buf, len, "rank %d (pid %d on %s)", p->rank, p->pid, host);
+  else snprintf(buf, len, "a process (pid %d on %s, local rank %d)", p->pid, host, p->localRank);
+  return buf;
+}
+
+/* Reports and malformed probes, named one by one; the rest go to ok[]. */
+static int sortOut(problems_t* pr, const gbProbe_t* probes, int n, const gbProbe_t** ok, const gbProbe_t** reports,
+                   int* nreports) {
+  int nok = 0;
+  *nreports = 0;
+  for (int i = 0; i < n; i++) {
+    char why[160], name[128];
+    if (!gbBootProbeCheck(&probes[i], why, sizeof(why)))
+      add(pr, "%s sent a malformed probe: %s; run the same gpubridge build on every rank", who(&probes[i], name,
+          sizeof(name)), why);
+    else if (probes[i].kind == GB_PROBE_REPORT) reports[(*nreports)++] = &probes[i];
+    else ok[nok++] = &probes[i];
+  }
+  return nok;
+}
+
+/* A report by a process that does not know its rank (RANK unreadable) names
+ * the rank when exactly one is missing and exactly one such report came. */
+static void addReports(problems_t* pr, const gbProbe_t* const* reports, int nreports, const gbProbe_t* const* ok,
+                       int nok) {
+  int unknown = 0, guess = -1;
+  for (int k = 0; k < nreports; k++) unknown += reports[k]->rank < 0;
+  if (unknown == 1 && nok > 0) {
+    int nranks = ok[0]->nranks, nmissing = 0;
+    char* seen = calloc((size_t)nranks, 1);
+    if (seen) {
+      for (int i = 0; i < nok; i++)
+        if (ok[i]->nranks == nranks && ok[i]->rank >= 0 && ok[i]->rank < nranks) seen[ok[i]->rank] = 1;
+      for (int k = 0; k < nreports; k++)
+        if (reports[k]->rank >= 0 && reports[k]->rank < nranks) seen[reports[k]->rank] = 1;
+      for (int r = 0; r < nranks; r++)
+        if (!seen[r]) nmissing++, guess = r;
+      free(seen);
+    }
+    if (nmissing != 1) guess = -1;
+  }
+  for (int k = 0; k < nreports; k++) {
+    char name[128];
+    const gbProbe_t* r = reports[k];
+    if (r->rank < 0 && guess >= 0)
+      add(pr, "%s, presumably rank %d (the one rank missing), cannot join: %s", who(r, name, sizeof(name)), guess,
+          r->problems);
+    else
+      add(pr, "%s cannot join: %s", who(r, name, sizeof(name)), r->problems);
+  }
+}
+
 gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int sortedCap, char* text,
                           size_t textLen) {
-  const gbProbe_t* probes = in->probes;
-  int n = in->nprobes;
   problems_t p = {text, textLen, 0, 0};
   text[0] = '\0';
   char list[512], split[1024];
   int missingRanks = 0;
+  /* The rules below see only well-formed probes of ranks, copied in arrival
+   * order; malformed ones and reports are named first. */
+  int total = in->nprobes > 0 ? in->nprobes : 0;
+  const gbProbe_t** ok = malloc(sizeof(gbProbe_t*) * (size_t)(total + 1));
+  const gbProbe_t** reports = malloc(sizeof(gbProbe_t*) * (size_t)(total + 1));
+  gbProbe_t* probes = malloc(sizeof(gbProbe_t) * (size_t)(total + 1));
+  if (!ok || !reports || !probes) {
+    free(ok);
+    free(reports);
+    free(probes);
+    snprintf(text, textLen, "gpubridge start-up failed: the rendezvous root is out of memory validating %d probes",
+             total);
+    return gbSystemError;
+  }
+  int nreports = 0;
+  int n = sortOut(&p, in->probes, total, ok, reports, &nreports);
+  for (int i = 0; i < n; i++) probes[i] = *ok[i];
+  addReports(&p, reports, nreports, ok, n);
+  free(ok);
 
   for (int i = 0; i < n; i++)
     if (probes[i].problems[0])
@@ -218,6 +366,11 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
     int* count = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof(int));
     int* bad = malloc(sizeof(int) * (size_t)(n + nranks + 1));
     int nbad = 0;
+    if (!count || !bad) {
+      add(&p, "the rendezvous root is out of memory checking %d ranks", nranks);
+      n = 0;
+      nranks = 0;
+    }
     for (int i = 0; i < n; i++) {
       if (probes[i].rank < 0 || probes[i].rank >= nranks) bad[nbad++] = probes[i].rank;
       else count[probes[i].rank]++;
@@ -238,6 +391,8 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
       add(&p, "rank %d is claimed by %d processes (%s); give each process its own RANK", r, count[r], split);
     }
     nbad = 0;
+    for (int k = 0; k < nreports; k++) /* a rank that reported is not missing */
+      if (reports[k]->rank >= 0 && reports[k]->rank < nranks) count[reports[k]->rank]++;
     for (int r = 0; r < nranks; r++)
       if (count[r] == 0) bad[nbad++] = r;
     if (nbad && (in->timedOut || p.count == 0)) {
@@ -255,6 +410,7 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
     if (n > 0 && describeSplit(probes, n, agreeRules[k].field, agreeRules[k].show, split, sizeof(split)) > 1)
       add(&p, "ranks disagree on %s: %s; %s", agreeRules[k].what, split, agreeRules[k].fix);
 
+  if (p.count == 0 && n == 0) add(&p, "no rank sent its facts to the rendezvous root");
   if (p.count == 0) {
     int nranks = probes[0].nranks;
     if (nranks > sortedCap) {
@@ -271,6 +427,8 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
     }
   }
 
+  free(probes);
+  free(reports);
   if (p.count == 0) return gbSuccess;
   char head[64];
   snprintf(head, sizeof(head), "gpubridge start-up failed (%d problem%s): ", p.count, p.count > 1 ? "s" : "");

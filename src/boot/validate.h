@@ -14,12 +14,20 @@ typedef struct {
   int timeoutSec;          /* for the message */
 } gbValidateInput_t;
 
-/* gbSuccess: the probes describe one consistent job; sorted[r] receives rank r's
+/* Malformed probes (gbBootProbeCheck) and reports (GB_PROBE_REPORT) are named
+ * in the text, each by rank when known, else by pid and host.
+ * gbSuccess: the probes describe one consistent job; sorted[r] receives rank r's
  * probe (sorted holds nranks entries). Otherwise gbInvalidUsage (or gbTimeout
  * when ranks are missing) and text holds one line naming each rank at fault
  * and how to fix it. */
 gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int sortedCap,
                           char* text, size_t textLen);
+
+/* 1 when every field of p is within what the root and the ranks may use
+ * (counts and ranges, strings terminated, a usable address), else 0 with the
+ * first field at fault in why. Pure; probes from the wire go through it
+ * before any field is used. */
+int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen);
 
 /* Writes a rank list as "0-2,5" into buf. */
 const char* gbBootRankList(const int* ranks, int n, char* buf, size_t len);

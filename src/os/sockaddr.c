@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/result.h"
 
@@ -118,4 +119,24 @@ int gbSockAddrPort(const gbSockAddr_t* a) {
 void gbSockAddrSetPort(gbSockAddr_t* a, int port) {
   if (a->sa.ss_family == AF_INET) ((struct sockaddr_in*)&a->sa)->sin_port = htons((uint16_t)port);
   else if (a->sa.ss_family == AF_INET6) ((struct sockaddr_in6*)&a->sa)->sin6_port = htons((uint16_t)port);
+}
+
+int gbSockAddrIsLocal(const gbSockAddr_t* a) {
+  if (a->sa.ss_family != AF_INET && a->sa.ss_family != AF_INET6) return 0;
+  /* Binding a datagram socket to the address (any port) succeeds exactly
+   * when one of this host's interfaces carries it. */
+  gbSockAddr_t probe = *a;
+  gbSockAddrSetPort(&probe, 0);
+  int fd = socket(a->sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int ok = bind(fd, (const struct sockaddr*)&probe.sa, probe.len) == 0;
+  close(fd);
+  return ok;
+}
+
+int gbSockAddrIsLoopback(const gbSockAddr_t* a) {
+  if (a->sa.ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in*)&a->sa)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa.ss_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6*)&a->sa)->sin6_addr);
+  return 0;
 }

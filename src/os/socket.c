@@ -44,8 +44,11 @@ gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boun
   if (bind(fd, (const struct sockaddr*)&addr->sa, addr->len) != 0) {
     int e = errno;
     close(fd);
-    return gbErrorSet(gbSystemError, "cannot listen on %s: bind: %s (is the address this host's? is the port in use?)",
-                      as, errText(e, eb, sizeof(eb)));
+    gbResult_t res = gbErrorSet(gbSystemError,
+                                "cannot listen on %s: bind: %s (is the address this host's? is the port in use?)", as,
+                                errText(e, eb, sizeof(eb)));
+    errno = e; /* callers tell a taken port (EADDRINUSE) from the rest */
+    return res;
   }
   if (listen(fd, SOMAXCONN > 1024 ? SOMAXCONN : 1024) != 0) {
     int e = errno;
@@ -150,14 +153,22 @@ gbResult_t gbSockAccept(int listenFd, int* fdOut, gbSockAddr_t* peerOut) {
       setNoDelay(fd);
       if (peerOut != NULL) *peerOut = peer;
       *fdOut = fd;
+      errno = 0;
       return gbSuccess;
     }
     int e = errno;
-    if (e == EAGAIN || e == EWOULDBLOCK) return gbSuccess;
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      errno = 0;
+      return gbSuccess;
+    }
     /* A connection that died in the queue, or a signal: try the next one. */
     if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue;
-    if (e == EMFILE || e == ENFILE)
-      return gbErrorSet(gbSystemError, "accept: %s (raise the open-file limit, ulimit -n)", errText(e, eb, sizeof(eb)));
+    /* Out of descriptors or buffers: the connection stays queued until the
+     * caller frees some (a stranger flood must not end a listener). */
+    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+      errno = e;
+      return gbSuccess;
+    }
     return gbErrorSet(gbSystemError, "accept: %s", errText(e, eb, sizeof(eb)));
   }
 }

@@ -22,6 +22,10 @@ gbResult_t gbSockAddrParse(const char* text, int defaultPort, gbSockAddr_t* out)
 const char* gbSockAddrString(const gbSockAddr_t* a, char* buf, size_t len);
 int gbSockAddrPort(const gbSockAddr_t* a);
 void gbSockAddrSetPort(gbSockAddr_t* a, int port);
+/* Whether a is an address of this host (a socket can be bound to it). */
+int gbSockAddrIsLocal(const gbSockAddr_t* a);
+/* Whether a is a loopback address (127.0.0.0/8, ::1). */
+int gbSockAddrIsLoopback(const gbSockAddr_t* a);
 
 /* The address of this host's interface chosen by spec (GPUBRIDGE_SOCKET_IFNAME
  * syntax: comma-separated prefixes; a leading ^ excludes them; a leading =
@@ -30,13 +34,17 @@ void gbSockAddrSetPort(gbSockAddr_t* a, int port);
 gbResult_t gbSockFindInterface(const char* spec, gbSockAddr_t* out, char* ifname, size_t ifnameLen);
 
 /* A listening, non-blocking socket bound to addr (port 0: any free port);
- * *boundOut receives the actual address. */
+ * *boundOut receives the actual address. When bind fails, errno keeps its
+ * cause (EADDRINUSE: the port is taken). */
 gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boundOut);
 /* Connects to addr, retrying refused connections until the deadline or abort.
  * The returned socket is non-blocking with TCP_NODELAY. */
 gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline,
                          const volatile int* abortFlag, int* fdOut);
-/* Accepts one pending connection if there is one: *fdOut = -1 when none. */
+/* Accepts one pending connection if there is one. *fdOut = -1 when none
+ * (errno 0) or when the process or system is out of descriptors or buffers
+ * (errno EMFILE, ENFILE, ENOBUFS or ENOMEM): a temporary state, the
+ * connection stays queued; the caller frees some or tries again later. */
 gbResult_t gbSockAccept(int listenFd, int* fdOut, gbSockAddr_t* peerOut);
 
 /* Sends/receives exactly len bytes, waiting with poll() up to the deadline.

@@ -1,10 +1,12 @@
 /* One rank of the start-up validation tests (tests/mp/test_validation.py).
  *
- * Usage: rank_init [--env-for-rank R NAME=VALUE]...
+ * Usage: rank_init [--retries K] [--env-for-rank R NAME=VALUE]...
  * Applies each NAME=VALUE (setenv) when this process's RANK, as the launcher
  * gave it, is R (RANK itself may be overridden), then initialises from the
  * environment. Prints "init-error: <gbGetLastError text>" on one line and
- * exits 1 when init fails; prints "init-ok" and exits 0 when it succeeds. */
+ * exits 1 when init fails; prints "init-ok" and exits 0 when it succeeds.
+ * With --retries K: K rounds of init with the overrides (expected to fail),
+ * then, at once, init with the environment as it was (printing init-ok). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +22,72 @@ static int launcherRank(void) {
   return -1;
 }
 
+typedef struct {
+  int rank;
+  char* assign;
+} override_t;
+
+static int initOnce(int expectOk) {
+  gbComm_t comm = NULL;
+  gbResult_t res = gbCommInitFromEnv(&comm, NULL);
+  if (res != gbSuccess) {
+    char text[8192];
+    snprintf(text, sizeof(text), "%s", gbGetLastError(NULL));
+    for (char* p = text; *p; p++)
+      if (*p == '\n' || *p == '\r') *p = ' ';
+    printf("init-error: %s\n", text);
+    return expectOk ? 1 : 0;
+  }
+  int rank = -1;
+  (void)gbCommUserRank(comm, &rank);
+  res = gbCommDestroy(comm);
+  printf("init-ok rank %d destroy %d\n", rank, (int)res);
+  return res == gbSuccess && expectOk ? 0 : 1;
+}
+
+/* Rounds of a failing init (overrides applied) and an immediate retry
+ * without them. */
+static int retryRounds(int me, override_t* ov, int nov, int rounds) {
+  char* saved[MAX_OVERRIDES];
+  int bad = 0;
+  for (int k = 0; k < nov; k++) {
+    char* eq = strchr(ov[k].assign, '=');
+    *eq = '\0';
+    saved[k] = getenv(ov[k].assign) ? strdup(getenv(ov[k].assign)) : NULL;
+    *eq = '=';
+  }
+  for (int round = 0; round < rounds; round++) {
+    for (int k = 0; k < nov; k++) {
+      if (ov[k].rank != me) continue;
+      char* eq = strchr(ov[k].assign, '=');
+      *eq = '\0';
+      setenv(ov[k].assign, eq + 1, 1);
+      *eq = '=';
+    }
+    bad |= initOnce(0);
+    for (int k = 0; k < nov; k++) {
+      if (ov[k].rank != me) continue;
+      char* eq = strchr(ov[k].assign, '=');
+      *eq = '\0';
+      if (saved[k]) setenv(ov[k].assign, saved[k], 1);
+      else unsetenv(ov[k].assign);
+      *eq = '=';
+    }
+    bad |= initOnce(1);
+  }
+  for (int k = 0; k < nov; k++) free(saved[k]);
+  return bad;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int me = launcherRank();
-  struct {
-    int rank;
-    char* assign;
-  } ov[MAX_OVERRIDES];
-  int nov = 0;
+  override_t ov[MAX_OVERRIDES];
+  int nov = 0, retries = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--env-for-rank") == 0 && i + 2 < argc && strchr(argv[i + 2], '=') &&
+    if (strcmp(argv[i], "--retries") == 0 && i + 1 < argc) {
+      retries = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--env-for-rank") == 0 && i + 2 < argc && strchr(argv[i + 2], '=') &&
         nov < MAX_OVERRIDES) {
       ov[nov].rank = atoi(argv[i + 1]);
       ov[nov].assign = argv[i + 2];
@@ -40,6 +98,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (retries > 0) return retryRounds(me, ov, nov, retries);
   /* Decide on the launcher's rank first, then apply: an override of RANK
    * must not change which later overrides apply. */
   for (int k = 0; k < nov; k++) {

@@ -43,6 +43,19 @@ CASES = [
     ("policy native with two islands", [], {"GPUBRIDGE_POLICY": "native"}, None, ["native", "GPUBRIDGE_POLICY"]),
 ]
 
+# A bad launcher variable on one rank: that rank reports it to the root, so
+# every rank fails within seconds (FAST_S), not after GPUBRIDGE_TIMEOUT.
+FAST_S = 6
+LAUNCHER_CASES = [
+    ("unreadable RANK on rank 2", [(2, "RANK=abc")], {}, 2, ["RANK=abc"]),
+    ("RANK beyond WORLD_SIZE on rank 1", [(1, "RANK=9")], {}, 1, ["RANK=9", "WORLD_SIZE=4"]),
+    ("unreadable WORLD_SIZE on rank 3", [(3, "WORLD_SIZE=four")], {}, 3, ["WORLD_SIZE=four"]),
+    ("WORLD_SIZE 0 on rank 2", [(2, "WORLD_SIZE=0")], {}, 2, ["WORLD_SIZE=0"]),
+    ("unreadable WORLD_SIZE on rank 0, the root's host", [(0, "WORLD_SIZE=x")], {}, 0, ["WORLD_SIZE=x"]),
+    ("a second RANK=0 (rank 2)", [(2, "RANK=0")], {}, 0, ["RANK=0", "MASTER_PORT"]),
+    ("malformed GPUBRIDGE_UNIQUE_ID on rank 1", [(1, "GPUBRIDGE_UNIQUE_ID=12ab")], {}, 1, ["GPUBRIDGE_UNIQUE_ID"]),
+]
+
 def names_alone(text, rank):
     """Whether text names rank on its own ("rank 3 uses 5", "rank 3 (pid ..."),
     not merely inside a list of the ranks that agree."""
@@ -58,6 +71,28 @@ def run_case(overrides, extra_env):
                            timeout=6 * TIMEOUT)
 
 
+def retry(suite):
+    """Init fails (WORLD_SIZE unreadable on rank 1), then every rank retries
+    at once with the same MASTER_PORT and no override: the retry must succeed
+    on every rank, well within the timeout (no rank may reach the first
+    root, which must stop listening before its verdict)."""
+    rounds = 5
+    env = harness.clean_env(GPUBRIDGE_TIMEOUT=TIMEOUT)
+    args = [harness.program("rank_init"), "--retries", str(rounds), "--env-for-rank", "1", "WORLD_SIZE=x"]
+    res = harness.run_job(N, args, env, vendors=VENDORS, keep_going=True, launcher_timeout=4 * TIMEOUT,
+                          timeout=6 * TIMEOUT)
+    lines = res.lines()
+    oks = {r: sum(l.startswith("init-ok") for l in lines.get(r, [])) for r in range(N)}
+    ok = [r for r in range(N) if oks[r] == rounds]
+    failed = {r: sum(l.startswith("init-error") for l in lines.get(r, [])) for r in range(N)}
+    detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail())
+    print("retry after a failed init: %.1f s, ok %s, failures per rank %s" % (res.elapsed, ok, failed), flush=True)
+    suite.check(res.rc == 0 and ok == list(range(N)), "retry after a failed init: every retry succeeds (%d rounds)"
+                % rounds, detail)
+    suite.check(all(f == rounds for f in failed.values()), "retry after a failed init: each first try fails", detail)
+    suite.check(res.elapsed < TIMEOUT, "retry after a failed init: done within the timeout (%d s)" % TIMEOUT, detail)
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     harness.require_built("rank_init")
@@ -70,9 +105,10 @@ def main():
         suite.check(res.rc == 0 and ok == list(range(N)), "control: a consistent job initialises on every rank",
                     "rc %s, ranks ok %s\n%s" % (res.rc, ok, res.tail()))
 
-    for name, overrides, extra_env, fault, words in CASES:
+    for name, overrides, extra_env, fault, words in CASES + LAUNCHER_CASES:
         if only and only not in name:
             continue
+        fast = (name, overrides, extra_env, fault, words) in LAUNCHER_CASES
         res = run_case(overrides, extra_env)
         lines = res.lines()
         texts = {}
@@ -98,7 +134,12 @@ def main():
             missing, text))
         suite.check(res.rc != 0 and not res.timed_out and res.elapsed < 3 * TIMEOUT,
                     name + ": the job ends promptly with a failure", detail)
+        if fast:
+            suite.check(res.elapsed < harness.scaled(FAST_S), name + ": every rank fails within %d s (the timeout is %d)"
+                        % (FAST_S, TIMEOUT), detail)
 
+    if not only or only in "retry after a failed init":
+        retry(suite)
     print("SKIP ranks disagreeing on the transport: this build has one transport (tcp)")
     suite.done()
 
