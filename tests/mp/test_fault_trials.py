@@ -1,0 +1,137 @@
+"""Fault trials, repeated: one rank of nvidia:2,amd:2 is killed (SIGKILL) or
+stopped (SIGSTOP) at a moment drawn from the seed, many times per case, and
+after every trial nothing of the job may be left.
+
+    python3 tests/mp/test_fault_trials.py [--per-case 3] [--seed N] [--only CASE]
+
+Cases (each with KILL and with STOP; victim drawn from the seed):
+  startup     the victim signals itself before init (rank_faults --phase startup)
+  collective  the victim signals itself right after enqueueing its all-reduce
+  external    this driver signals the victim from outside, 0..0.8 s after its
+              process appeared: during start-up, the rendezvous, the mesh, the
+              all-reduce or after it
+Rank program and verdict lines are test_faults.py's (rank_faults.c). Checks
+per trial: every survivor prints "error after X s: <text>" with X <=
+GPUBRIDGE_TIMEOUT + 2 and a text (an external signal that came after the
+all-reduce may also leave "no error after"); the launcher ends, non-zero
+when the victim died before finishing; a stopped victim is killed by this
+driver once the survivors reported; then no process of the job is alive
+and no /dev/shm/gpubridge-<pid>-* segment of any of its ranks is left.
+In CI 3 trials per case (18); --per-case 20 is the full run.
+"""
+import os
+import random
+import re
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+import trials  # noqa: E402
+
+N = 4
+VENDORS = "nvidia:2,amd:2"
+TIMEOUT = 3
+LIMIT = TIMEOUT + 2
+LAUNCHER_TIMEOUT = 40
+CASES = ["startup", "collective", "external"]
+SIGNALS = ["KILL", "STOP"]
+
+_ERR = re.compile(r"^error after (\d+(?:\.\d+)?) s: (.*)$")
+_NOERR = re.compile(r"^no error after (\d+(?:\.\d+)?) s")
+
+
+def verdict(lines, r):
+    for l in lines.get(r, []):
+        if l.startswith("error after") or l.startswith("no error after") or l.startswith("setup:"):
+            return l
+    return None
+
+
+def signal_pid(pid, sig):
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def trial(suite, rng, case, sig, index):
+    victim = rng.randrange(N)
+    delay = round(rng.uniform(0.0, 0.8), 3)
+    name = "%s SIG%s #%d victim %d%s" % (case, sig, index, victim, " at %.3f s" % delay if case == "external" else "")
+    tag = trials.new_tag()
+    watch = trials.PidWatch(tag)
+    if case == "external":
+        args = ["--victim", "99", "--phase", "island", "--signal", "KILL"]  # no rank signals itself
+    else:
+        args = ["--victim", str(victim), "--phase", "startup" if case == "startup" else "island", "--signal", sig]
+    cmd = harness.launch_cmd(N, [harness.program("rank_faults")] + args, VENDORS, keep_going=True,
+                             timeout=LAUNCHER_TIMEOUT)
+    job = harness.LiveJob(cmd, trials.tagged_env(tag, GPUBRIDGE_TIMEOUT=TIMEOUT))
+    survivors = [r for r in range(N) if r != victim]
+    signalled, victim_pid = None, None
+    try:
+        if case == "external":
+            found = job.wait_for(lambda L: victim in watch.poll(), 15)
+            victim_pid = watch.ranks.get(victim)
+            if found and victim_pid:
+                t_seen = trials.now()
+                job.wait_for(lambda L: watch.poll() is None or trials.now() - t_seen >= delay, delay + 1)
+                signalled = signal_pid(victim_pid, signal.SIGKILL if sig == "KILL" else signal.SIGSTOP)
+        job.wait_for(lambda L: (watch.poll() is None) or all(verdict(L, r) for r in survivors), LIMIT + 20)
+        lines = job.lines()
+        if victim_pid is None:
+            victim_pid = watch.ranks.get(victim)
+        if sig == "STOP" and victim_pid:
+            signal_pid(victim_pid, signal.SIGKILL)  # the stopped victim this trial started
+        res = job.finish(LAUNCHER_TIMEOUT + 15)
+    finally:
+        alive = trials.survivors(tag, 5.0)
+        trials.kill_tagged(tag)
+    lines = res.lines()
+    detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail(30))
+    summary = "; ".join("[%d] %s" % (r, (verdict(lines, r) or "(none)")[:110]) for r in survivors)
+    print("%s: rc %s, %.1f s%s; %s" % (name, res.rc, res.elapsed,
+                                       "" if signalled is None else (" (signalled)" if signalled else
+                                                                    " (victim already gone)"), summary), flush=True)
+    for r in survivors:
+        line = verdict(lines, r) or ""
+        m = _ERR.match(line)
+        late_ok = case == "external" and _NOERR.match(line) is not None
+        if not suite.check(m is not None or late_ok, "%s: rank %d reports an error" % (name, r),
+                           "rank %d printed %r\n%s" % (r, line, detail)):
+            continue
+        if m:
+            secs, text = float(m.group(1)), m.group(2)
+            suite.check(secs <= LIMIT and text and text != "(empty error text)",
+                        "%s: rank %d's error comes within %d s with a text" % (name, r, LIMIT), line)
+    suite.check(not res.timed_out, "%s: the launcher ends" % name, detail)
+    if case != "external":
+        suite.check(res.rc != 0, "%s: the launcher exits non-zero" % name, detail)
+    suite.check(not alive, "%s: no process of the job is left" % name, "alive: %s" % alive)
+    left = trials.shm_of(watch.pids())
+    suite.check(not left, "%s: no /dev/shm segment of the job is left" % name,
+                "left: %s (rank pids %s)" % (left, watch.ranks))
+    trials.remove_shm(left)
+
+
+def main():
+    per_case = trials.arg("per-case", 3, int)
+    only = trials.arg("only", None)
+    harness.require_built("rank_faults")
+    suite = harness.Suite("fault trials")
+    seed = trials.seeded("fault trials")
+    rng = random.Random(seed)
+    for i in range(per_case):
+        for case in CASES:
+            for sig in SIGNALS:
+                # Draw even for skipped cases, so --only replays the same trials.
+                sub = random.Random(rng.randrange(1 << 62))
+                if not only or only in "%s %s" % (case, sig):
+                    trial(suite, sub, case, sig, i)
+    suite.done()
+
+
+if __name__ == "__main__":
+    main()
