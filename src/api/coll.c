@@ -1,4 +1,6 @@
-/* Exported collectives: argument checks on the calling thread, then core. */
+/* Exported collectives: argument checks on the calling thread, then core.
+ * A count-0 call goes to core too: a no-op there, as in NCCL, unless the
+ * call check is on, which it then takes part in (core/check.c). */
 #include <stdint.h>
 
 #include "api/api.h"
@@ -49,7 +51,6 @@ gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDat
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkOp(fn, comm, op, datatype));
-  if (count == 0) return gbSuccess;
   return gbCommEnqueueAllReduce(comm, sendbuff, recvbuff, count, datatype, op, stream);
 }
 
@@ -63,7 +64,6 @@ gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataTy
   GB_CHECK(checkBuffers(fn, sendbuff, comm->rank == root ? recvbuff : (void*)1, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkOp(fn, comm, op, datatype));
-  if (count == 0) return gbSuccess;
   return gbCommEnqueueReduce(comm, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
@@ -74,7 +74,6 @@ gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, g
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, sendcount, datatype));
   GB_CHECK(checkSend(fn, sendbuff, sendcount));
   GB_CHECK(checkTotal(fn, comm, sendcount, datatype));
-  if (sendcount == 0) return gbSuccess;
   return gbCommEnqueueAllGather(comm, sendbuff, recvbuff, sendcount, datatype, stream);
 }
 
@@ -86,7 +85,6 @@ gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   GB_CHECK(checkSend(fn, sendbuff, recvcount));
   GB_CHECK(checkTotal(fn, comm, recvcount, datatype));
   GB_CHECK(checkOp(fn, comm, op, datatype));
-  if (recvcount == 0) return gbSuccess;
   return gbCommEnqueueReduceScatter(comm, sendbuff, recvbuff, recvcount, datatype, op, stream);
 }
 
@@ -97,11 +95,14 @@ gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count, gbData
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkTotal(fn, comm, count, datatype));
+  /* NCCL's rule (2.28): sendbuff == recvbuff is in place; any other overlap
+   * would let received blocks overwrite blocks still to be sent. */
   size_t bytes = count * gbDtypeSize(datatype) * (size_t)comm->nranks;
   const char *s = sendbuff, *r = recvbuff;
-  if (count > 0 && s < r + bytes && r < s + bytes)
-    return gbErrorSet(gbInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all has no in-place form", fn);
-  if (count == 0) return gbSuccess;
+  if (count > 0 && s != r && s < r + bytes && r < s + bytes)
+    return gbErrorSet(gbInvalidArgument, "%s: sendbuff %p and recvbuff %p overlap (%zu bytes each) without being "
+                      "equal; pass the same pointer for an in-place all-to-all, or separate buffers", fn, sendbuff,
+                      recvbuff, bytes);
   return gbCommEnqueueAllToAll(comm, sendbuff, recvbuff, count, datatype, stream);
 }
 
@@ -135,7 +136,6 @@ gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDat
     return gbErrorSet(gbInvalidArgument, "%s: root %d is not a rank in [0, %d)", fn, root, comm->nranks);
   if (count > 0 && comm->rank == root && !sendbuff)
     return gbErrorSet(gbInvalidArgument, "%s: sendbuff is NULL on the root with count %zu", fn, count);
-  if (count == 0) return gbSuccess;
   return gbCommEnqueueBroadcast(comm, sendbuff, recvbuff, count, datatype, root, stream);
 }
 

@@ -1,4 +1,5 @@
 /* Exported: communicator queries, errors, finalize, destroy, abort. */
+#include <pthread.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -19,9 +20,19 @@ gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
 
 const char* gbGetErrorString(gbResult_t result) { return gbResultString(result); }
 
+/* After a failure of comm its first failure answers (the root cause: a
+ * verdict, a dead peer); later errors on this thread are mostly its side
+ * effects (a connection shut down, a stream dropped). Else the thread's last
+ * error, as in NCCL. errorText is set once, under errorLock, with asyncError. */
 const char* gbGetLastError(gbComm_t comm) {
+  if (comm && gbCommIsValid(comm)) {
+    pthread_mutex_lock(&comm->errorLock);
+    int failed = comm->asyncError != gbSuccess && comm->errorText[0] != '\0';
+    pthread_mutex_unlock(&comm->errorLock);
+    if (failed) return comm->errorText;
+  }
   const char* last = gbErrorLast();
-  if (*last || !gbCommIsValid(comm)) return last;
+  if (*last || !comm || !gbCommIsValid(comm)) return last;
   return comm->errorText;
 }
 

@@ -4,7 +4,10 @@
  * compares its sends with the peer's receives. Every rank involved computes
  * the same verdict from the same descriptions, so on a mismatch they all
  * fail with the same text, before any data moves. The stream waits for the
- * verdict before its first island step. */
+ * verdict before its first island step. A failed verdict goes out only
+ * after those ranks' earlier calls finished (settle), so no peer fails first
+ * with a side effect of the connections closing. A count-0 call takes part
+ * like any other. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@ typedef struct {
 typedef struct {
   gbComm_t comm;
   desc_t mine;
+  uint64_t before;  /* collectives put on streams before this one */
 } collCheck_t;
 
 static void describe(const desc_t* d, char* buf, size_t len) {
@@ -104,6 +108,41 @@ static gbResult_t verdict(const desc_t* all, int n) {
   return gbSuccess;
 }
 
+/* A failed verdict fails the communicator, which shuts its connections
+ * down. A peer whose stream is still inside an earlier call's island step
+ * would then fail with that side effect ("the peer shut the connection
+ * down") before its proxy reaches this verdict, and report that instead.
+ * So before the failure goes out, this rank's stream finishes the calls
+ * queued before this one, and a barrier over the ranks that reached the
+ * same verdict (peers, or the world) makes sure each of them has it and is
+ * past its earlier calls. A failure of these waits changes nothing: the
+ * verdict stays the error. */
+static gbResult_t settle(gbComm_t c, uint64_t before, const int* peers, int npeers, gbResult_t res) {
+  char text[1024];
+  snprintf(text, sizeof(text), "%s", gbErrorLast());
+  gbResult_t w = gbSuccess;
+  if (before > 0 && c->streamDone) w = gbFlagWaitHost(c->streamDone, before, c->settings.timeoutSec, &c->abortFlag);
+  if (w == gbSuccess && peers) {
+    gbAlgoP2p_t* x = calloc(2 * (size_t)npeers + 1, sizeof(gbAlgoP2p_t));
+    char* bytes = calloc(2 * (size_t)npeers + 1, 1);
+    if (x && bytes) {
+      for (int j = 0; j < npeers; j++) {
+        x[2 * j] = (gbAlgoP2p_t){peers[j], 1, &bytes[2 * j], 1};
+        x[2 * j + 1] = (gbAlgoP2p_t){peers[j], 0, &bytes[2 * j + 1], 1};
+      }
+      (void)gbAlgoSendRecv(&c->world.algo, x, 2 * npeers);
+    }
+    free(x);
+    free(bytes);
+  } else if (w == gbSuccess) {
+    char* all = calloc((size_t)c->nranks, 1);
+    if (all) (void)gbAlgoAllGather(&c->world.algo, &all[c->rank], all, 1);
+    free(all);
+  }
+  gbErrorRecord(text);
+  return res;
+}
+
 static gbResult_t runCollCheck(void* arg) {
   collCheck_t* k = arg;
   gbComm_t c = k->comm;
@@ -111,8 +150,10 @@ static gbResult_t runCollCheck(void* arg) {
   if (!all) return gbErrorSet(gbSystemError, "out of memory for the call check of %d ranks", c->nranks);
   all[c->rank] = k->mine;
   gbResult_t res = gbAlgoAllGather(&c->world.algo, &all[c->rank], all, sizeof(desc_t));
-  if (res == gbSuccess) res = verdict(all, c->nranks);
+  int judged = res == gbSuccess;
+  if (judged) res = verdict(all, c->nranks);
   free(all);
+  if (judged && res != gbSuccess) res = settle(c, k->before, NULL, 0, res);
   return res;
 }
 
@@ -157,6 +198,7 @@ gbResult_t gbCommCheckCall(gbComm_t c, const gbCommCall_t* call, void* stream) {
   k->mine.dtype = call->dtype;
   k->mine.op = call->op;
   k->mine.root = call->root;
+  k->before = c->streamPosted;
   return postCheck(c, runCollCheck, k, stream);
 }
 
@@ -170,6 +212,7 @@ typedef struct {
 typedef struct {
   gbComm_t comm;
   int n;                 /* ops */
+  uint64_t before;       /* collectives put on streams before this group */
   gbCommP2p_t* ops;      /* points into this allocation */
 } p2pCheck_t;
 
@@ -283,13 +326,27 @@ static gbResult_t runP2pCheck(void* arg) {
     at += theirN[j];
   }
   GB_CHECK_GOTO(gbAlgoSendRecv(&c->world.algo, x, nx), res, out);
+  /* Every pair's verdict: the peer of a failed pair reaches the same one,
+   * and settles with this rank (the peers in peers[0..nbad)). */
   at = 0;
-  for (int j = 0; j < np && res == gbSuccess; j++) {
+  int nbad = 0;
+  char first[1024] = "";
+  for (int j = 0; j < np; j++) {
     int peer = peers[j], nm = (int)myN[j], nt = (int)theirN[j];
     p2pDesc_t* my = mine + (size_t)j * (size_t)cap;
-    if (me <= peer) res = pairVerdict(me, my, nm, peer, theirs + at, nt);
-    else res = pairVerdict(peer, theirs + at, nt, me, my, nm);
+    gbResult_t v = me <= peer ? pairVerdict(me, my, nm, peer, theirs + at, nt)
+                              : pairVerdict(peer, theirs + at, nt, me, my, nm);
     at += theirN[j];
+    if (v == gbSuccess) continue;
+    if (res == gbSuccess) {
+      res = v;
+      snprintf(first, sizeof(first), "%s", gbErrorLast());
+    }
+    if (peer != me) peers[nbad++] = peer;
+  }
+  if (res != gbSuccess) {
+    gbErrorRecord(first);
+    res = settle(c, k->before, peers, nbad, res);
   }
 out:
   free(peers);
@@ -307,6 +364,7 @@ gbResult_t gbCommCheckSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, voi
   if (!k) return gbErrorSet(gbSystemError, "out of memory for a send/recv check");
   k->comm = c;
   k->n = nops;
+  k->before = c->streamPosted;
   k->ops = (gbCommP2p_t*)(k + 1);
   memcpy(k->ops, ops, sizeof(gbCommP2p_t) * (size_t)nops);
   return postCheck(c, runP2pCheck, k, stream);

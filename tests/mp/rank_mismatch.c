@@ -17,7 +17,15 @@
  *         sendrecv-count (in a ring of send/recv groups, --odd receives
  *           C/2 float32 where its predecessor sends C),
  *         send-unmatched (the ring, plus --odd sends C float32 to rank
- *           odd+2, which posts no receive from it) */
+ *           odd+2, which posts no receive from it),
+ *         count0 (--odd calls all-reduce with count 0, then C; the others
+ *           call C twice: with the call check the count-0 call takes part),
+ *         count0-allgather (the same with all-gather),
+ *         queued (two all-reduces of C queued back to back; --odd's second
+ *           has C-1: the verdict for the second must not break the first)
+ * The queued kinds make two calls without synchronizing between them; the
+ * first must return gbSuccess, the second gbSuccess or (when the verdict
+ * arrived in between) gbInvalidUsage, the communicator having failed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,10 +96,31 @@ static void warmup(run_t* R, int c, size_t count) {
     if (R->hRecv[i] != R->want[i]) DIE("%s: element %zu is %d, expected %d", what, i, R->hRecv[i], R->want[i]);
 }
 
+/* A second call queued right after the first (--case count0, queued): it
+ * may find the communicator already failed by the first's verdict. */
+static gbResult_t second(gbResult_t res) {
+  if (res != gbSuccess && res != gbInvalidUsage)
+    SOFT_FAIL("the second queued call returned %d (%s), expected gbSuccess or gbInvalidUsage (the first call's "
+              "verdict came first)", (int)res, gbGetErrorString(res));
+  return gbSuccess;
+}
+
 /* The mismatching call; returns the first non-success result of its calls. */
 static gbResult_t mismatch(run_t* R, const char* kind, int odd, size_t C) {
   int me = R->rank, n = R->n, isOdd = me == odd;
   void *s = R->dSend, *r = R->dRecv;
+  if (strcmp(kind, "count0") == 0 || strcmp(kind, "queued") == 0) {
+    size_t first = strcmp(kind, "count0") == 0 && isOdd ? 0 : C;
+    size_t then = strcmp(kind, "queued") == 0 && isOdd ? C - 1 : C;
+    gbResult_t res = gbAllReduce(s, r, first, gbInt32, gbSum, R->comm, R->stream);
+    if (res == gbSuccess) res = second(gbAllReduce(s, r, then, gbInt32, gbSum, R->comm, R->stream));
+    return res;
+  }
+  if (strcmp(kind, "count0-allgather") == 0) {
+    gbResult_t res = gbAllGather(s, r, isOdd ? 0 : C, gbInt32, R->comm, R->stream);
+    if (res == gbSuccess) res = second(gbAllGather(s, r, C, gbInt32, R->comm, R->stream));
+    return res;
+  }
   if (strcmp(kind, "coll") == 0) {
     if (isOdd) return gbBroadcast(s, r, C, gbInt32, 0, R->comm, R->stream);
     return gbAllReduce(s, r, C, gbInt32, gbSum, R->comm, R->stream);
@@ -121,6 +150,32 @@ static gbResult_t mismatch(run_t* R, const char* kind, int odd, size_t C) {
     return res != gbSuccess ? res : end;
   }
   DIE("unknown --case '%s'", kind);
+}
+
+/* --case count0-off (run with GPUBRIDGE_CHECK_CALLS=off): --odd calls
+ * all-reduce with count 0 and then C, the others only C. A count-0 call is a
+ * no-op, as in NCCL: every rank's C-element sum must come out right. */
+static int countZeroOff(run_t* R, int odd, size_t C) {
+  for (size_t i = 0; i < C; i++) R->hSend[i] = val(R->rank, 7, i);
+  CHECK_GB(gbMemcpyToDevice(R->dSend, R->hSend, C * 4));
+  if (R->rank == odd) CHECK_GB(gbAllReduce(R->dSend, R->dRecv, 0, gbInt32, gbSum, R->comm, R->stream));
+  CHECK_GB(gbAllReduce(R->dSend, R->dRecv, C, gbInt32, gbSum, R->comm, R->stream));
+  syncOk(R, "count-0 all-reduce on one rank, then a matching one");
+  CHECK_GB(gbMemcpyToHost(R->hRecv, R->dRecv, C * 4));
+  for (size_t i = 0; i < C; i++) {
+    int32_t want = 0;
+    for (int r = 0; r < R->n; r++) want += val(r, 7, i);
+    if (R->hRecv[i] != want) DIE("count0-off: element %zu is %d, expected %d", i, R->hRecv[i], want);
+  }
+  CHECK_GB(gbCommDestroy(R->comm));
+  CHECK_GB(gbStreamDestroy(R->stream));
+  gbMemFree(R->dSend);
+  gbMemFree(R->dRecv);
+  free(R->hSend);
+  free(R->hRecv);
+  free(R->want);
+  printf("ok: rank %d of %d, case count0-off, odd rank %d: %zu sums checked\n", R->rank, R->n, odd, C);
+  return 0;
 }
 
 static void printEscaped(const char* prefix, const char* text) {
@@ -175,9 +230,16 @@ int main(int argc, char** argv) {
   for (int c = 0; c < warmups; c++) warmup(&R, c, wcount + (size_t)c);
   printf("warmup: %d matching calls checked\n", warmups);
 
+  if (strcmp(kind, "count0-off") == 0) return countZeroOff(&R, odd, C);
+
   double t0 = nowS();
   gbResult_t call = mismatch(&R, kind, odd, C);
   gbResult_t sync = gbStreamSynchronize(R.stream);
+  /* Before gbCommGetAsyncError (which records the communicator's text on
+   * this thread): gbGetLastError(comm) must give the first failure, not the
+   * synchronize's own error. */
+  char* syncText = strdup(gbGetLastError(R.comm));
+  if (!syncText) DIE("out of memory");
   gbResult_t async = gbSuccess;
   gbResult_t ga = gbCommGetAsyncError(R.comm, &async);
   double after = nowS() - t0;
@@ -186,6 +248,7 @@ int main(int argc, char** argv) {
   if (!text) DIE("out of memory");
   printf("report: call %d sync %d async %d after %.3f s\n", (int)call, (int)sync, (int)async, after);
   printEscaped("text: ", text);
+  printEscaped("sync-text: ", syncText);
   if (call != gbSuccess)
     SOFT_FAIL("the mismatching call returned %d (%s), expected gbSuccess: it is asynchronous", (int)call,
               gbGetErrorString(call));
@@ -210,6 +273,7 @@ int main(int argc, char** argv) {
   gbMemFree(R.dSend);
   gbMemFree(R.dRecv);
   free(text);
+  free(syncText);
   free(R.hSend);
   free(R.hRecv);
   free(R.want);

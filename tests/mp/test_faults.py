@@ -62,7 +62,10 @@ def kill_victim(pid):
             pass
 
 
-def check_survivors(suite, name, lines, survivors, detail):
+def check_survivors(suite, name, lines, survivors, detail, after_init=False):
+    """after_init: the survivors' text (gbGetLastError(comm) after the failed
+    all-reduce) must be the communicator's first failure, not a side effect
+    of this rank's own abort (its connections shut down by this rank)."""
     for r in survivors:
         line = reported(lines, r) or ""
         m = _ERR.match(line)
@@ -72,6 +75,9 @@ def check_survivors(suite, name, lines, survivors, detail):
         secs, text = float(m.group(1)), m.group(2)
         suite.check(secs <= LIMIT, "%s: rank %d reports within %d s (%.2f s)" % (name, r, LIMIT, secs), line)
         suite.check(text and text != "(empty error text)", "%s: rank %d's error has a text" % (name, r), line)
+        if after_init:
+            suite.check("by this rank" not in text,
+                        "%s: rank %d's error is its first failure, not a side effect of its abort" % (name, r), line)
 
 
 def keep_going_case(suite, phase, victim, sig, launcher_kills):
@@ -91,7 +97,7 @@ def keep_going_case(suite, phase, victim, sig, launcher_kills):
     print("%s: rc %s, %.1f s; %s" % (name, res.rc, res.elapsed,
                                      "; ".join("[%d] %s" % (r, reported(lines, r)) for r in survivors)), flush=True)
     suite.check(victim_pid(lines, victim) is not None, name + ": the victim signalled itself", detail)
-    check_survivors(suite, name, lines, survivors, detail)
+    check_survivors(suite, name, lines, survivors, detail, after_init=phase != "startup")
     suite.check(not res.timed_out and res.rc != 0, name + ": the job ends, with a failure", detail)
     if launcher_kills:
         suite.check(res.rc == 124, name + ": the launcher's --timeout stops the stopped victim (exit 124)", detail)

@@ -23,6 +23,19 @@ send the peer never receives can only be noticed by a deadline: every rank
 must fail within GPUBRIDGE_TIMEOUT + 3 s, and where the peer does talk to the
 sender in the same group, the text names the unmatched send.
 
+Queued and count-0 calls (GPUBRIDGE_CHECK_CALLS=on), each job repeated
+since the bad outcome was intermittent: "count0" (one rank calls all-reduce
+with count 0, then 1024, the others 1024 twice) and "count0-allgather" (the
+same with all-gather) must fail on every rank with the same text naming the
+count (0 against 1024), within the deadline; "queued" (two all-reduces queued
+back to back, the second with 1023 on one rank), on two-island layouts of 3
+and 4 ranks, must give every rank the same gbInvalidUsage text for the
+second call, from gbCommGetAsyncError and from gbGetLastError(comm) read
+right after gbStreamSynchronize (the first failure, not a side effect such
+as a connection shut down). "count0-off" (GPUBRIDGE_CHECK_CALLS=off): one
+rank's count-0 all-reduce is a no-op, as in NCCL, and the next all-reduce
+sums right on every rank.
+
     python3 tests/mp/test_mismatch.py [--only SUBSTRING] [--list]
 """
 import os
@@ -50,6 +63,18 @@ COLLECTIVE_CASES = {
 }
 P2P_CASES = {"sendrecv-count": 1, "send-unmatched": 0}
 
+# Two calls queued without a synchronize between them:
+# kind -> (field, odd rank's description, the others', odd rank, which call (1 or 2) mismatches)
+QUEUED_COUNT = 1024
+QUEUED_CASES = {
+    "count0": ("count", r"all.?reduce\(count 0\b", r"all.?reduce\(count %d\b" % QUEUED_COUNT, 1, 1),
+    "count0-allgather": ("count", r"all.?gather\(count 0\b", r"all.?gather\(count %d\b" % QUEUED_COUNT, 2, 1),
+    "queued": ("count", r"\b%d\b" % (QUEUED_COUNT - 1), r"\b%d\b" % QUEUED_COUNT, 1, 2),
+}
+QUEUED_LAYOUTS = {"count0": LAYOUTS, "count0-allgather": LAYOUTS,
+                  "queued": ["nvidia:2,amd:2", "nvidia:2,amd:1", "amd:1,nvidia:2"]}
+REPEATS = 10
+
 COLL_RE = re.compile(r"collective #(\d+) mismatch: (\w+) differs: ranks? ([\d,]+) calls? (.*?); "
                      r"ranks? ([\d,]+) calls? (.*?); every rank must make the same calls in the same order")
 SR_COUNT_RE = re.compile(r"send/recv mismatch: rank (\d+) sends (\d+) (\w+) to rank (\d+), "
@@ -61,13 +86,30 @@ JOB_TIMEOUT = 90
 
 
 def jobs():
+    """(layout, ranks, policy, case, odd rank, repetition)"""
     for layout in LAYOUTS:
         n = len(harness.vendor_list(layout))
         for policy in POLICIES:
             for kind, spec in COLLECTIVE_CASES.items():
-                yield layout, n, policy, kind, spec[3] % n
+                yield layout, n, policy, kind, spec[3] % n, 0
             for kind, odd in P2P_CASES.items():
-                yield layout, n, policy, kind, odd % n
+                yield layout, n, policy, kind, odd % n, 0
+            yield layout, n, policy, "count0-off", 1, 0
+    for kind, spec in QUEUED_CASES.items():
+        for layout in QUEUED_LAYOUTS[kind]:
+            n = len(harness.vendor_list(layout))
+            for policy in POLICIES:
+                for rep in range(REPEATS):
+                    yield layout, n, policy, kind, spec[3] % n, rep
+
+
+def case_env(policy, kind):
+    env = harness.clean_env(GPUBRIDGE_POLICY=policy, GPUBRIDGE_TIMEOUT=TIMEOUT_S)
+    if kind in QUEUED_CASES:
+        env["GPUBRIDGE_CHECK_CALLS"] = "on"
+    elif kind == "count0-off":
+        env["GPUBRIDGE_CHECK_CALLS"] = "off"
+    return env
 
 
 def ranks_of(text):
@@ -79,8 +121,11 @@ def check_text(kind, text, n, odd):
     problems = []
     if "mismatch" not in text:
         problems.append("no 'mismatch' in the text")
-    if kind in COLLECTIVE_CASES:
-        field, odd_pat, other_pat, _ = COLLECTIVE_CASES[kind]
+    if kind in COLLECTIVE_CASES or kind in QUEUED_CASES:
+        if kind in QUEUED_CASES:
+            field, odd_pat, other_pat, _, which = QUEUED_CASES[kind]
+        else:
+            (field, odd_pat, other_pat, _), which = COLLECTIVE_CASES[kind], 1
         m = COLL_RE.search(text)
         if not m:
             return problems + ["the text does not have the shape 'collective #N mismatch: <field> differs: "
@@ -88,9 +133,9 @@ def check_text(kind, text, n, odd):
                                "the same order'"]
         seq, got_field = int(m.group(1)), m.group(2)
         sides = [(ranks_of(m.group(3)), m.group(4)), (ranks_of(m.group(5)), m.group(6))]
-        if seq not in (WARMUPS, WARMUPS + 1):
+        if seq not in (WARMUPS + which - 1, WARMUPS + which):
             problems.append("collective #%d: the mismatch is call %d (0-based) or %d (1-based)" % (
-                seq, WARMUPS, WARMUPS + 1))
+                seq, WARMUPS + which - 1, WARMUPS + which))
         if got_field != field:
             problems.append("names field '%s', expected '%s'" % (got_field, field))
         odd_side = [s for s in sides if s[0] == {odd}]
@@ -132,33 +177,49 @@ def check_text(kind, text, n, odd):
     return problems
 
 
+def label_of(i, layout, policy, kind, odd, rep):
+    return "job %d: %s policy %s case %s odd rank %d%s" % (i, layout, policy, kind, odd,
+                                                           " run %d" % (rep + 1) if kind in QUEUED_CASES else "")
+
+
 def main():
     only = None
     if "--only" in sys.argv:
         only = sys.argv[sys.argv.index("--only") + 1]
     all_jobs = list(jobs())
     if "--list" in sys.argv:
-        for i, (layout, n, policy, kind, odd) in enumerate(all_jobs):
-            print("job %d: %s policy %s case %s odd rank %d" % (i, layout, policy, kind, odd))
+        for i, (layout, n, policy, kind, odd, rep) in enumerate(all_jobs):
+            print(label_of(i, layout, policy, kind, odd, rep))
         return
     harness.require_built("rank_mismatch")
     suite = harness.Suite("mismatch")
-    for i, (layout, n, policy, kind, odd) in enumerate(all_jobs):
-        label = "job %d: %s policy %s case %s odd rank %d" % (i, layout, policy, kind, odd)
+    for i, (layout, n, policy, kind, odd, rep) in enumerate(all_jobs):
+        label = label_of(i, layout, policy, kind, odd, rep)
         if only and only not in label:
             continue
-        env = harness.clean_env(GPUBRIDGE_POLICY=policy, GPUBRIDGE_TIMEOUT=TIMEOUT_S)
+        env = case_env(policy, kind)
+        count = QUEUED_COUNT if kind in QUEUED_CASES or kind == "count0-off" else COUNT
         cmd = [harness.program("rank_mismatch"), "--case", kind, "--odd", str(odd), "--warmup", str(WARMUPS),
-               "--count", str(COUNT)]
+               "--count", str(count)]
         res = harness.run_job(n, cmd, env, vendors=layout, keep_going=True, launcher_timeout=JOB_TIMEOUT - 30,
                               timeout=JOB_TIMEOUT)
         lines = res.lines()
+        if kind == "count0-off":
+            bad = [r for r in range(n) if not any(l.startswith("ok:") for l in lines.get(r, []))]
+            print("%s: rc %d, %.1f s" % (label, res.rc, res.elapsed), flush=True)
+            suite.check(not bad and res.rc == 0 and not res.timed_out, label,
+                        "ranks %s printed no ok line; rc %s\n%s" % (bad, res.rc, res.tail(30)))
+            continue
         problems = []
         texts, afters = {}, {}
         for r in range(n):
             ls = lines.get(r, [])
             rep = [REPORT_RE.match(l) for l in ls if l.startswith("report:")]
             txt = [l[len("text: "):] for l in ls if l.startswith("text: ")]
+            stxt = [l[len("sync-text: "):] for l in ls if l.startswith("sync-text: ")]
+            if kind not in P2P_CASES and txt and stxt and stxt[0] != txt[0]:
+                problems.append("rank %d: gbGetLastError(comm) right after gbStreamSynchronize says '%s', not the "
+                                "communicator's first failure '%s'" % (r, stxt[0], txt[0]))
             if not rep or not rep[0] or not txt:
                 problems.append("rank %d printed no report (no error, a hang, or a crash)" % r)
                 continue
