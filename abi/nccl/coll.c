@@ -1,6 +1,7 @@
 /* The collectives gpubridge has, one to one: all-reduce, broadcast (and the
  * in-place ncclBcast), reduce, all-gather, reduce-scatter, all-to-all.
- * Arguments keep NCCL's order and in-place rules, which gpubridge shares;
+ * Arguments keep NCCL's order and in-place rules, which gpubridge shares
+ * (all-to-all in place when sendbuff == recvbuff, as in NCCL 2.28);
  * the stream (cudaStream_t, hipStream_t, or a gbStreamCreate stream on a
  * simulated rank) passes through. */
 #include "abi.h"

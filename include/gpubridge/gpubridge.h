@@ -119,7 +119,14 @@ typedef enum {
 #define GB_CONFIG_MAGIC 0xcafebeefu
 
 /* Communicator settings. Start from GB_CONFIG_INITIALIZER; a field left unset
- * takes its GPUBRIDGE_* environment variable, then the default. */
+ * takes its GPUBRIDGE_* environment variable, then the default.
+ * Errors follow NCCL's rule: the config is an argument, so a malformed struct
+ * (magic, size) or a field out of range (blocking not 0 or 1, policy not a
+ * gbPolicy_t, transport not a gbTransport_t, timeoutSeconds below 1,
+ * chunkBytes below 4096) makes gbCommInitRankConfig and gbCommSplit return
+ * gbInvalidArgument on the calling rank at once, before anything is sent. An
+ * invalid GPUBRIDGE_* variable is judged at start-up instead, and every rank
+ * fails with gbInvalidUsage naming the rank and the variable. */
 typedef struct {
   size_t size;           /* sizeof(gbConfig_t) */
   unsigned int magic;    /* GB_CONFIG_MAGIC */
@@ -147,7 +154,10 @@ typedef struct {
   int nislands;
   int island;                    /* this rank's island */
   int runKind;                   /* a gbRunKind_t, the same on every rank */
-  int policy;                    /* the gbPolicy_t that gbPolicyAuto resolved to for large messages */
+  int policy;                    /* the gbPolicy_t a large all-reduce runs: the configured one, with
+                                    auto and tuned resolved for the largest sizes (split-rail where
+                                    every island has 2+ ranks and
+                                    GPUBRIDGE_RAILS allows 2+, else hierarchical, flat or native) */
   int splitTest;                 /* nonzero: a one-vendor job relabelled into islands, for testing only */
   const int* islandOfRank;       /* [nranks] */
   const int* leaderOfIsland;     /* [nislands] global rank of each island's leader */
@@ -253,7 +263,8 @@ gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
                            void* stream);
 
 /* recvbuff[r*count ..] = rank r's sendbuff[rank*count ..]: count elements to
- * and from every rank. sendbuff and recvbuff must not overlap. */
+ * and from every rank. In place when sendbuff == recvbuff (NCCL 2.28's rule);
+ * any other overlap is gbInvalidArgument. */
 gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                       gbDataType_t datatype, gbComm_t comm, void* stream);
 

@@ -1,6 +1,9 @@
 /* gbAlgoAllToAll: a direct exchange. Block i of my send goes to member i and
  * member i's block me lands in recv block i; every send and receive is posted
- * at once and waited for together, so no pair waits on another. */
+ * at once and waited for together, so no pair waits on another. send and
+ * recv never overlap here: the API's in-place all-to-all reaches algo only
+ * through separate staging slots (flat) or as a send/recv group that the
+ * island sends from a copy (native). */
 #include <stdint.h>
 #include <string.h>
 #include "algo/internal.h"
@@ -26,7 +29,7 @@ gbResult_t gbAlgoAllToAll(gbAlgoGroup_t* g, const void* send, void* recv, size_t
   if (s < r + total && r < s + total) {
     return gbErrorSet(gbInvalidArgument,
                       "algo all-to-all on group %s: send and recv overlap (%zu bytes each); "
-                      "all-to-all has no in-place form, use separate buffers", name, total);
+                      "pass separate buffers (an in-place all-to-all is staged by the caller)", name, total);
   }
   const char* in = send;
   char* out = recv;

@@ -206,7 +206,9 @@ static void fillPublicTopology(gbComm_t c) {
   p->nislands = c->topo.nislands;
   p->island = c->topo.island;
   p->runKind = c->topo.runKind;
-  p->policy = c->policy;
+  /* What a large all-reduce runs, as the plan decides it (not c->policy,
+   * which is auto's choice before sizes count). */
+  p->policy = gbPlanTopologyPolicy(c->settings.policy, &c->topo, c->settings.rails, &c->thresholds);
   p->islandOfRank = c->topo.islandOfRank;
   p->leaderOfIsland = c->topo.leaderOfIsland;
   p->islandSize = c->topo.islandSize;

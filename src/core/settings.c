@@ -13,20 +13,37 @@ static void note(char* buf, size_t len, const char* text) {
   snprintf(buf + used, len - used, "%s%s", used ? "; " : "", text);
 }
 
-gbResult_t gbCommConfigCheck(const gbConfig_t* c) {
-  if (!c) return gbSuccess;
-  if (c->magic != GB_CONFIG_MAGIC)
-    return gbErrorSet(gbInvalidArgument, "config: magic 0x%x is not GB_CONFIG_MAGIC: start from GB_CONFIG_INITIALIZER",
-                      c->magic);
-  if (c->size < offsetof(gbConfig_t, blocking) + sizeof(int) || c->size > 4096)
-    return gbErrorSet(gbInvalidArgument, "config: size %zu is not sizeof(gbConfig_t) (%zu): start from "
-                                         "GB_CONFIG_INITIALIZER", c->size, sizeof(gbConfig_t));
-  return gbSuccess;
-}
-
 /* A field exists in the caller's struct when its size covers it. */
 #define HAS(c, field) ((c) && (c)->size >= offsetof(gbConfig_t, field) + sizeof((c)->field) && \
                        (c)->field != GB_CONFIG_UNDEF_INT)
+
+/* NCCL's rule: the config is an argument of the call, so a malformed struct
+ * or a field out of range is gbInvalidArgument, found here on the calling
+ * rank before anything is sent (as a NULL pointer or a rank out of range
+ * would be); a GPUBRIDGE_* variable is the environment, judged in the
+ * start-up verdict that every rank hears (gbInvalidUsage). */
+gbResult_t gbCommConfigCheck(const gbConfig_t* c) {
+  static const char* fix = "start from GB_CONFIG_INITIALIZER and set only the fields you need";
+  if (!c) return gbSuccess;
+  if (c->magic != GB_CONFIG_MAGIC)
+    return gbErrorSet(gbInvalidArgument, "config: magic 0x%x is not GB_CONFIG_MAGIC; %s", c->magic, fix);
+  if (c->size < offsetof(gbConfig_t, blocking) + sizeof(int) || c->size > 4096)
+    return gbErrorSet(gbInvalidArgument, "config: size %zu is not sizeof(gbConfig_t) (%zu); %s", c->size,
+                      sizeof(gbConfig_t), fix);
+  if (HAS(c, blocking) && c->blocking != 0 && c->blocking != 1)
+    return gbErrorSet(gbInvalidArgument, "config.blocking=%d is not 0 or 1", c->blocking);
+  if (HAS(c, policy) && (c->policy < 0 || c->policy >= gbNumPolicies))
+    return gbErrorSet(gbInvalidArgument, "config.policy=%d is not a gbPolicy_t (0..%d)", c->policy,
+                      gbNumPolicies - 1);
+  if (HAS(c, transport) && (c->transport < 0 || c->transport >= gbNumTransports))
+    return gbErrorSet(gbInvalidArgument, "config.transport=%d is not a gbTransport_t (0..%d)", c->transport,
+                      gbNumTransports - 1);
+  if (HAS(c, timeoutSeconds) && c->timeoutSeconds < 1)
+    return gbErrorSet(gbInvalidArgument, "config.timeoutSeconds=%d is not at least 1", c->timeoutSeconds);
+  if (HAS(c, chunkBytes) && c->chunkBytes < 4096)
+    return gbErrorSet(gbInvalidArgument, "config.chunkBytes=%d is below 4096", c->chunkBytes);
+  return gbSuccess;
+}
 
 /* Policy tuned needs a thresholds file every rank reads alike. */
 static void loadThresholds(gbSettings_t* s, gbThresholds_t* t, char* problems, size_t len) {
@@ -44,7 +61,6 @@ static void loadThresholds(gbSettings_t* s, gbThresholds_t* t, char* problems, s
 
 void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, gbThresholds_t* thresholds,
                            char* problems, size_t len) {
-  char text[256];
   memset(s, 0, sizeof(*s));
   problems[0] = '\0';
   gbParamInit();
@@ -69,29 +85,12 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
   s->rails = (int32_t)gbParamInt(GB_PARAM_RAILS);
   *blocking = 1;
 
-  if (HAS(c, blocking)) {
-    if (c->blocking == 0 || c->blocking == 1) *blocking = c->blocking;
-    else snprintf(text, sizeof(text), "config.blocking=%d is not 0 or 1", c->blocking), note(problems, len, text);
-  }
-  if (HAS(c, policy)) {
-    if (c->policy >= 0 && c->policy < gbNumPolicies) s->policy = c->policy;
-    else snprintf(text, sizeof(text), "config.policy=%d is not a gbPolicy_t (0..%d)", c->policy, gbNumPolicies - 1),
-         note(problems, len, text);
-  }
-  if (HAS(c, transport)) {
-    if (c->transport >= 0 && c->transport < gbNumTransports) s->transport = c->transport;
-    else snprintf(text, sizeof(text), "config.transport=%d is not a gbTransport_t (0..%d)", c->transport,
-                  gbNumTransports - 1),
-         note(problems, len, text);
-  }
-  if (HAS(c, timeoutSeconds)) {
-    if (c->timeoutSeconds >= 1) s->timeoutSec = c->timeoutSeconds;
-    else snprintf(text, sizeof(text), "config.timeoutSeconds=%d is not at least 1", c->timeoutSeconds),
-         note(problems, len, text);
-  }
-  if (HAS(c, chunkBytes)) {
-    if (c->chunkBytes >= 4096) s->chunkBytes = c->chunkBytes;
-    else snprintf(text, sizeof(text), "config.chunkBytes=%d is below 4096", c->chunkBytes), note(problems, len, text);
-  }
+  /* gbCommConfigCheck passed the config (every init and split checks it
+   * first): its fields are in range. */
+  if (HAS(c, blocking)) *blocking = c->blocking;
+  if (HAS(c, policy)) s->policy = c->policy;
+  if (HAS(c, transport)) s->transport = c->transport;
+  if (HAS(c, timeoutSeconds)) s->timeoutSec = c->timeoutSeconds;
+  if (HAS(c, chunkBytes)) s->chunkBytes = c->chunkBytes;
   loadThresholds(s, thresholds, problems, len);
 }

@@ -20,6 +20,11 @@ typedef struct {
   gbDataType_t dt;
 } gbIslandP2p_t;
 
+/* *overlap = whether a send of the list reads bytes a receive of it writes
+ * (an in-place all-to-all): then the island sends from a copy taken before
+ * the group starts, since nothing orders a group's entries (overlap.c). */
+gbResult_t gbIslandP2pOverlap(const gbIslandP2p_t* ops, int nops, int* overlap);
+
 /* Called (from a stream's host thread) when island work fails. */
 typedef void (*gbIslandErrorFn_t)(void* ctx, gbResult_t res);
 
@@ -41,7 +46,9 @@ typedef struct gbIslandOps {
   gbResult_t (*reduceScatter)(gbIsland_t* is, const void* send, void* recv, size_t count,
                               gbDataType_t dt, gbRedOp_t op, void* stream);
   /* A fused group of sends and receives (all-to-all is one): all progress
-   * together; per peer and direction they match in list order. */
+   * together; per peer and direction they match in list order. Sends carry
+   * the data their buffers held when the group was enqueued, also where a
+   * receive of the same group overwrites it (an in-place all-to-all). */
   gbResult_t (*sendRecv)(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, void* stream);
   /* An island op summing scalar * x (see gbRedOpCreatePreMulSum), usable as
    * the op of allReduce, reduce and reduceScatter until redOpDestroy. */

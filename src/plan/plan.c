@@ -1,5 +1,6 @@
 #include "plan/plan.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "base/dtype.h"
@@ -66,6 +67,19 @@ int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes) {
   if (policy == gbPolicyHierarchical && in->coll != GB_COLL_ALLREDUCE && in->coll != GB_COLL_BROADCAST)
     policy = gbPolicyFlat;
   return policy;
+}
+
+int gbPlanTopologyPolicy(int policy, const gbTopo_t* topo, int railsCap, const gbThresholds_t* thresholds) {
+  gbPlanInput_t in;
+  memset(&in, 0, sizeof(in));
+  in.coll = GB_COLL_ALLREDUCE;
+  in.dtype = gbFloat32;
+  in.op = gbSum;
+  in.policy = policy;
+  in.rails = railsCap;
+  in.topo = topo;
+  in.thresholds = thresholds;
+  return gbPlanCallPolicy(&in, SIZE_MAX);
 }
 
 static void planAllReduce(const gbPlanInput_t* in, gbPlan_t* p) {

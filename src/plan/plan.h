@@ -80,6 +80,12 @@ int gbPlanResolvePolicy(int policy, const gbTopo_t* topo);
  * beyond all-reduce and broadcast) replaced by the one that runs instead. */
 int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes);
 
+/* The policy a large all-reduce runs (gbTopology_t.policy): gbPlanCallPolicy
+ * for an all-reduce of SIZE_MAX bytes, larger than every threshold, so auto
+ * and tuned give their choice for large messages (split-rail where islands
+ * have k >= 2 rails). railsCap is GPUBRIDGE_RAILS (0: none). */
+int gbPlanTopologyPolicy(int policy, const gbTopo_t* topo, int railsCap, const gbThresholds_t* thresholds);
+
 /* split-rail's number of rails on this topology (at least 1). */
 int gbPlanRails(const gbTopo_t* topo, int railsCap);
 

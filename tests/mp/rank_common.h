@@ -220,20 +220,25 @@ static inline void refScale(void* buf, size_t n, int dt, const void* scalar) {
   }
 }
 
-/* One element of dt holding x (an integer for integer types). */
+/* One element of dt holding x (an integer for integer types). out may be
+   unaligned (a byte array), so the value goes through memcpy. */
 static inline void encodeScalar(double x, int dt, void* out) {
+  union { uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; float f; double d; } v;
+  size_t size;
   switch (dt) {
     case gbInt8:
-    case gbUint8: *(uint8_t*)out = (uint8_t)(int64_t)x; break;
+    case gbUint8: v.u8 = (uint8_t)(int64_t)x; size = 1; break;
     case gbInt32:
-    case gbUint32: *(uint32_t*)out = (uint32_t)(int64_t)x; break;
+    case gbUint32: v.u32 = (uint32_t)(int64_t)x; size = 4; break;
     case gbInt64:
-    case gbUint64: *(uint64_t*)out = (uint64_t)(int64_t)x; break;
-    case gbFloat16: *(uint16_t*)out = f2h((float)x); break;
-    case gbBfloat16: *(uint16_t*)out = f2b((float)x); break;
-    case gbFloat32: *(float*)out = (float)x; break;
-    case gbFloat64: *(double*)out = x; break;
+    case gbUint64: v.u64 = (uint64_t)(int64_t)x; size = 8; break;
+    case gbFloat16: v.u16 = f2h((float)x); size = 2; break;
+    case gbBfloat16: v.u16 = f2b((float)x); size = 2; break;
+    case gbFloat32: v.f = (float)x; size = 4; break;
+    case gbFloat64: v.d = x; size = 8; break;
+    default: return;
   }
+  memcpy(out, &v, size);
 }
 
 /* ------------------------------------------------------------ inputs */
@@ -412,7 +417,26 @@ static inline int resolvedPolicy(void) {
   return gNislands == 1 ? gbPolicyNative : gNislands == gN ? gbPolicyFlat : gbPolicyHierarchical;
 }
 
+/* What gbTopology_t.policy reports: the policy a large all-reduce runs, from
+ * the policy the caller resolved (resolvedPolicy). auto with islands of two
+ * or more ranks runs split-rail from 2 MiB (k = 2 rails) or 32 MiB (k >= 3),
+ * as test_rails.py's traffic counters show; GPUBRIDGE_RAILS=1 leaves one
+ * rail, so hierarchical. */
+static inline int largeAllReducePolicy(int resolved) {
+  const char* pol = getenv("GPUBRIDGE_POLICY");
+  int configured = pol && *pol ? nameIndex(pol, policyNames, gbNumPolicies) : gbPolicyAuto;
+  if (configured != gbPolicyAuto || resolved != gbPolicyHierarchical) return resolved;
+  int k = gIslandSize[0];
+  for (int i = 1; i < gNislands; i++)
+    if (gIslandSize[i] < k) k = gIslandSize[i];
+  const char* cap = getenv("GPUBRIDGE_RAILS");
+  if (cap && atoi(cap) > 0 && k > atoi(cap)) k = atoi(cap);
+  return k >= 2 ? gbPolicySplitRail : gbPolicyHierarchical;
+}
+
+/* policy: the all-reduce policy the caller resolved (resolvedPolicy). */
 static inline void checkTopology(gbComm_t comm, int rank, int policy) {
+  policy = largeAllReducePolicy(policy);
   gbTopology_t t;
   CHECK_GB(gbCommGetTopology(comm, &t));
   if (t.nranks != gN || t.rank != rank) DIE("topology: nranks %d rank %d, expected %d and %d", t.nranks, t.rank, gN, rank);

@@ -11,7 +11,8 @@
  * Usage: rank_matrix --layout V0,V1,... [--seed S] [--avg-int-check]
  *          [--COLL COUNTS:DTYPES:OPS:PLACES[:ROOTS]]...
  *   COLL: allreduce, reduce, allgather, reducescatter, alltoall, sendrecv
- *   DTYPES: names or all; PLACES: o, i or oi (alltoall and sendrecv: o)
+ *   DTYPES: names or all; PLACES: o, i or oi (sendrecv: o; alltoall in place is
+ *     sendbuff == recvbuff, and a partial overlap must be refused)
  *   OPS: sum, prod, max, min, avg, pmh, pmd, pmh=X, pmd=X or all (all six
  *     plus pmh and pmd); '-' for collectives without an op. pmh is PreMulSum
  *     with a host-immediate scalar, pmd with a device scalar; the scalar X
@@ -123,7 +124,7 @@ static void parseSpec(int kind, const char* text) {
   if ((kind == K_ALLGATHER || kind == K_ALLTOALL) && !s->nops) s->nops = 1; /* no op: one case */
   const char* places = fields[3] ? fields[3] : "o";
   s->outOfPlace = strchr(places, 'o') != NULL;
-  s->inPlace = strchr(places, 'i') != NULL && kind != K_ALLTOALL && kind != K_SENDRECV;
+  s->inPlace = strchr(places, 'i') != NULL && kind != K_SENDRECV;
   if (kind == K_REDUCE) {
     if (!fields[4]) DIE("reduce spec '%s' needs ROOTS", text);
     for (tok = strtok_r(fields[4], ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
@@ -274,7 +275,7 @@ static void runReducing(run_t* R, const case_t* C) {
 }
 
 /* All-gather: block r = rank r's input. All-to-all: block r = rank r's
- * elements [me*c, (me+1)*c). */
+ * elements [me*c, (me+1)*c); in place, the input is in the receive buffer. */
 static void runMoving(run_t* R, const case_t* C) {
   int caseIdx = R->caseIdx++, me = R->rank, n = gN, dt = C->dt;
   size_t es = dtSizes[dt], c = C->count, outBytes = (size_t)n * c * es;
@@ -287,7 +288,16 @@ static void runMoving(run_t* R, const case_t* C) {
   genInput(inputKey(me, caseIdx), 0, inCount, dt, R->in);
   fillPattern(R, R->dRecv, 0, outBytes + GUARD);
   const void* send = R->dSend;
-  if (C->inPlace) {
+  if (C->inPlace && !isAG) {
+    send = R->dRecv;
+    if (c) CHECK_GB(gbMemcpyToDevice(R->dRecv, R->in, inCount * es));
+    /* Overlapping without being equal (by one element, where the buffer
+     * holds two or more) is refused before anything moves. */
+    gbResult_t bad = (size_t)n * c >= 2 ? gbAllToAll((char*)R->dRecv + es, R->dRecv, c, dt, R->comm, R->stream)
+                                        : gbInvalidArgument;
+    if (bad != gbInvalidArgument)
+      DIE("%s: gbAllToAll with sendbuff = recvbuff + 1 element returned %d, want gbInvalidArgument", what, (int)bad);
+  } else if (C->inPlace) {
     send = (char*)R->dRecv + (size_t)me * c * es;
     if (c) CHECK_GB(gbMemcpyToDevice((char*)send, R->in, c * es));
   } else if (inCount) {

@@ -1,7 +1,8 @@
 """The matrix of the newer collectives: reduce, all-gather, reduce-scatter,
 all-to-all, send/recv groups, PreMulSum (host and device scalars) and the
 split-rail policy, over island layouts, policies, chunk and ring thresholds,
-counts, every dtype and op, in and out of place.
+counts, every dtype and op, in and out of place (all-to-all in place is
+sendbuff == recvbuff, NCCL 2.28's rule; a partial overlap must be refused).
 
 Each job runs tests/rank_matrix under gpubridge-run; every rank computes the
 expected bits itself (from docs/REDUCTION_ORDER.md) and compares bit for bit.
@@ -48,18 +49,22 @@ NEW_FULL = ["--allreduce", C4 + ":all:pmh,pmd:oi",
             "--reducescatter", C3 + ":all:all:oi",
             "--reducescatter", "%d:%s:sum,prod,avg,pmh,pmd:oi" % (MEDIUM, SOME),
             "--allgather", C4 + ":all:-:oi",
-            "--alltoall", "0,1,7:all:-",
-            "--alltoall", "%d:int8,float64:-" % MEDIUM,
+            "--alltoall", "0,1,7:all:-:oi",
+            "--alltoall", "%d:int8,float64:-:oi" % MEDIUM,
             "--sendrecv", "0,1,7,1000:int8,float16,uint32,float64:all"]
 NEW_LIGHT = ["--allreduce", "1,7,%d:%s:pmh,pmd:oi" % (MEDIUM, FEW),
              "--reduce", "0,7,%d:%s:sum,max,avg,pmd:oi:0,-1" % (MEDIUM, FEW),
              "--reducescatter", "0,7,%d:%s:sum,prod,avg,pmh:oi" % (MEDIUM, FEW),
              "--allgather", "0,7,%d:%s:-:oi" % (MEDIUM, FEW),
-             "--alltoall", "0,1,7:%s:-" % FEW,
+             "--alltoall", "0,1,7,%d:%s:-:oi" % (MEDIUM, FEW),
              "--sendrecv", "0,7,1000:float32,uint8:all"]
 # split-rail is an all-reduce policy: every op there, PreMulSum included.
 RAIL_AR = ["--allreduce", C4 + ":all:all:oi"]
 RAIL_AR_LIGHT = ["--allreduce", "1,7,%d:%s:sum,prod,avg,pmh,pmd:oi" % (MEDIUM, SOME)]
+# In place with blocks larger than a shared-memory ring (2 MiB): a block
+# received lands before the one in its place has left unless the sends go
+# from a copy.
+BIG_A2A = ["--alltoall", "%d:float64:-:i" % BIG]
 BIG_NEW = ["--reduce", "%d:float32:sum:o:-1" % BIG,
            "--reducescatter", "%d:bfloat16:avg:i" % BIG,
            "--allgather", "%d:float32:-:o" % BIG,
@@ -73,13 +78,13 @@ JOBS = [
     ("nvidia:1", "auto", SMALL, NEW_FULL + BIG_NEW),
     ("nvidia:1", "split-rail", RING0, RAIL_AR + NEW_LIGHT),
     ("amd:3", "auto", RING0, NEW_FULL),
-    ("amd:3", "native", SMALL, NEW_LIGHT),
+    ("amd:3", "native", SMALL, NEW_LIGHT + BIG_A2A),
     ("amd:3", "hierarchical", SMALL, NEW_LIGHT),
     ("amd:3", "flat", RING0, NEW_LIGHT),
     ("amd:3", "split-rail", RING0, RAIL_AR + NEW_LIGHT),
     # two equal islands
     ("nvidia:2,amd:2", "auto", SMALL, NEW_FULL),
-    ("nvidia:2,amd:2", "hierarchical", DEFAULTS, NEW_LIGHT + BIG_NEW),
+    ("nvidia:2,amd:2", "hierarchical", DEFAULTS, NEW_LIGHT + BIG_NEW + BIG_A2A),
     ("nvidia:2,amd:2", "flat", RING0, NEW_LIGHT),
     ("nvidia:2,amd:2", "split-rail", RING0, RAIL_AR + NEW_LIGHT),
     ("nvidia:2,amd:2", "split-rail", rails(SMALL, 1), RAIL_AR_LIGHT),

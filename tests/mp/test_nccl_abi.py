@@ -46,7 +46,7 @@ JOBS = [
     ("two islands", "nvidia:2,amd:2", "all", {}, "warn"),
     ("one island", "nvidia:2", "all", INFO, "info"),
     ("two islands, flat", "nvidia:2,amd:2", "all", dict(INFO, GPUBRIDGE_POLICY="flat"), "info"),
-    ("vendor calls itself", "nvidia", "interpose", {"LD_PRELOAD": LIBRARY, "GPUBRIDGE_DEBUG": "INFO"}, None),
+    ("vendor calls itself", "nvidia", "interpose", {"LD_PRELOAD": harness.preload(LIBRARY), "GPUBRIDGE_DEBUG": "INFO"}, None),
     ("one island, deadline", "nvidia:2", "timeout", {"GPUBRIDGE_TIMEOUT": "3"}, None),
     ("two islands, deadline", "nvidia,amd", "timeout", {"GPUBRIDGE_TIMEOUT": "3"}, None),
 ]
@@ -87,16 +87,24 @@ def islands_text(ranks):
     return ", ".join("%s:%d (leader %d)" % (v, size[v], leader[v]) for v in order), len(order)
 
 
-def expected_policy(extra, nislands):
+def expected_policy(extra, ranks):
+    """What a large all-reduce runs (gbTopology_t.policy): auto gives native
+    on one island, flat when every island has one rank, split-rail when
+    every island has two or more (GPUBRIDGE_RAILS unset), else hierarchical."""
     given = extra.get("GPUBRIDGE_POLICY")
     if given:
         return given
-    return "native" if nislands == 1 else "hierarchical"
+    sizes = [ranks.count(v) for v in set(ranks)]
+    if len(sizes) == 1:
+        return "native"
+    if max(sizes) == 1:
+        return "flat"
+    return "split-rail" if min(sizes) >= 2 else "hierarchical"
 
 
 def check_logs(suite, label, how, ranks, extra, lines, err):
     islands, nislands = islands_text(ranks)
-    policy = expected_policy(extra, nislands)
+    policy = expected_policy(extra, ranks)
     n = len(ranks)
     warn = [l for l in err.splitlines() if "serves this job's NCCL calls" in l]
     want = "%d ranks, simulated run, islands %s, policy %s" % (n, islands, policy)

@@ -53,8 +53,9 @@ typedef struct {
   /* PreMulSum ops (caller thread, under lock); free slots are reused. */
   preMulSum_t* preMul;
   int preMulCap;
-  /* The scaled copy of a PreMulSum call's input: one call runs at a time
-   * (ticket order), so one buffer serves them all. */
+  /* The scaled copy of a PreMulSum call's input, or the copy of a send/recv
+   * call's sends (overlapping its receives): one call runs at a time (ticket
+   * order), so one buffer serves them all. */
   void* scaled;
   size_t scaledBytes;
 } hostIsland_t;
@@ -76,6 +77,7 @@ typedef struct {
   int preMul;
   unsigned char scalar[8];
   const void* scalarPtr; /* gbScalarDevice: read when the call runs */
+  int stage;             /* send/recv: sends overlap receives, send from a copy */
   int np;                /* send/recv: the operations */
   gbAlgoP2p_t p2p[];
 } call_t;
@@ -132,21 +134,42 @@ static const char* groupName(const hostIsland_t* hi) {
 
 /* A PreMulSum call reduces scalar * x: scale a copy of elems elements of
  * the input (never the caller's buffer) and reduce that with sum. */
-static gbResult_t scaleInput(hostIsland_t* hi, const call_t* c, size_t elems, const void** send) {
-  size_t bytes = elems * gbDtypeSize(c->dt);
+static gbResult_t copyBuffer(hostIsland_t* hi, const call_t* c, size_t bytes, const char* what) {
   if (bytes > hi->scaledBytes) {
     free(hi->scaled);
     hi->scaledBytes = 0;
     hi->scaled = malloc(bytes);
     if (hi->scaled == NULL)
-      return gbErrorSet(gbSystemError, "%s %s with a PreMulSum op: cannot allocate %zu bytes for the "
-                        "scaled input; free host memory or lower the message size",
-                        groupName(hi), kindName(c->kind), bytes);
+      return gbErrorSet(gbSystemError, "%s %s: cannot allocate %zu bytes for %s; free host memory or lower "
+                        "the message size", groupName(hi), kindName(c->kind), bytes, what);
     hi->scaledBytes = bytes;
   }
+  return gbSuccess;
+}
+
+static gbResult_t scaleInput(hostIsland_t* hi, const call_t* c, size_t elems, const void** send) {
+  size_t bytes = elems * gbDtypeSize(c->dt);
+  GB_CHECK(copyBuffer(hi, c, bytes, "the scaled input of a PreMulSum op"));
   memcpy(hi->scaled, c->send, bytes);
   gbScaleBy(hi->scaled, elems, c->dt, c->scalarPtr != NULL ? c->scalarPtr : c->scalar);
   *send = hi->scaled;
+  return gbSuccess;
+}
+
+/* A send/recv call whose sends overlap its receives (an in-place
+ * all-to-all) sends from a copy taken before anything moves. */
+static gbResult_t stageSends(hostIsland_t* hi, call_t* c) {
+  size_t total = 0;
+  for (int i = 0; i < c->np; i++)
+    if (c->p2p[i].isSend) total += c->p2p[i].bytes;
+  GB_CHECK(copyBuffer(hi, c, total, "a copy of the sends (they overlap the receives)"));
+  char* at = hi->scaled;
+  for (int i = 0; i < c->np; i++) {
+    if (!c->p2p[i].isSend || c->p2p[i].bytes == 0) continue;
+    memcpy(at, c->p2p[i].buf, c->p2p[i].bytes);
+    c->p2p[i].buf = at;
+    at += c->p2p[i].bytes;
+  }
   return gbSuccess;
 }
 
@@ -180,6 +203,7 @@ static gbResult_t runAlgo(hostIsland_t* hi, call_t* c) {
       if (c->preMul) GB_CHECK(scaleInput(hi, c, c->count * (size_t)hi->island.size, &send));
       return gbAlgoReduceScatter(g, send, c->recv, c->count, c->dt, op, divisor);
     case CALL_SENDRECV:
+      if (c->stage) GB_CHECK(stageSends(hi, c));
       return gbAlgoSendRecv(g, c->p2p, c->np);
   }
   return gbErrorSet(gbInternalError, "host island: unknown call kind %d", (int)c->kind);
@@ -380,8 +404,10 @@ static gbResult_t sendRecv(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, v
     res = gbErrorSet(gbInvalidArgument, "%s send/recv: member %d sends itself %d messages (%zu bytes) "
                      "but receives %d (%zu bytes) from itself; they pair in list order",
                      groupName(hi), is->index, selfOps[1], selfBytes[1], selfOps[0], selfBytes[0]);
+  int overlap = 0;
+  if (res == gbSuccess && total > 0) res = gbIslandP2pOverlap(ops, nops, &overlap);
   if (res == gbSuccess && total > 0) {
-    call_t c = {.kind = CALL_SENDRECV, .count = total, .dt = gbUint8, .op = gbSum, .root = -1};
+    call_t c = {.kind = CALL_SENDRECV, .count = total, .dt = gbUint8, .op = gbSum, .root = -1, .stage = overlap};
     res = launch(hi, &c, p2p, nops, stream);
   }
   free(p2p);

@@ -10,6 +10,8 @@
  * so every send and receive of it progresses together (all-to-all, or a
  * rank that sends to and receives from one peer). Entries of count 0 are
  * skipped: a send must meet a receive of the same count, so both sides skip.
+ * Sends that overlap the group's receives (an in-place all-to-all) leave
+ * from a device copy taken on the stream first (stage.c).
  *
  * PreMulSum: the library's op value is the island's op. Each live one is
  * recorded with its type, so a destroyed or foreign op, or a collective of
@@ -19,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/dtype.h"
 #include "base/log.h"
@@ -173,13 +176,9 @@ static gbResult_t checkP2p(const gbVendorIsland_t* vi, const gbIslandP2p_t* ops,
   return gbSuccess;
 }
 
-static gbResult_t sendRecv(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, void* stream) {
-  gbVendorIsland_t* vi = is->impl;
+static gbResult_t groupSendRecv(gbVendorIsland_t* vi, const gbIslandP2p_t* ops, int nops, int live,
+                                void* stream) {
   const char* name = gbIslandVendorGroupName(vi);
-  int live = 0;
-  GB_CHECK(checkP2p(vi, ops, nops, &live));
-  if (live == 0) return gbSuccess;
-  GB_CHECK(gbIslandVendorReady(vi, "send/receive group"));
   const gbVendorApi_t* a = vi->api;
   gbVendorResult_t r = a->ncclGroupStart();
   if (r != GB_VENDOR_SUCCESS)
@@ -206,6 +205,43 @@ static gbResult_t sendRecv(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, v
                                   "stream %p", name, GB_VENDOR_TAG(vi), live, stream);
   else if (r != GB_VENDOR_SUCCESS)
     GB_INFO(GB_LOG_COLL, "%s: ncclGroupEnd%s%s%s after the failed entry returned %d too", name, GB_VENDOR_TAG(vi), r);
+  return res;
+}
+
+/* Sends that overlap receives (an in-place all-to-all) leave from a copy:
+ * *copy holds the list pointing there and *stage the copy's memory. */
+static gbResult_t stageIfOverlapping(gbVendorIsland_t* vi, const gbIslandP2p_t* ops, int nops, void* stream,
+                                     gbIslandP2p_t** copy, gbVendorStage_t** stage) {
+  int overlap = 0;
+  *copy = NULL;
+  *stage = NULL;
+  GB_CHECK(gbIslandP2pOverlap(ops, nops, &overlap));
+  if (!overlap) return gbSuccess;
+  *copy = malloc((size_t)nops * sizeof(**copy));
+  if (*copy == NULL)
+    return gbErrorSet(gbSystemError, "%s send/receive group: out of memory for %d entries",
+                      gbIslandVendorGroupName(vi), nops);
+  memcpy(*copy, ops, (size_t)nops * sizeof(**copy));
+  gbResult_t res = gbIslandVendorStageSends(vi, *copy, nops, stream, stage);
+  /* A copy that failed on the stream leaves the peers waiting in the group
+   * this rank will not join: the island fails, as after a refused call. */
+  if (res != gbSuccess) gbIslandVendorMarkFailed(vi, res);
+  return res;
+}
+
+static gbResult_t sendRecv(gbIsland_t* is, const gbIslandP2p_t* ops, int nops, void* stream) {
+  gbVendorIsland_t* vi = is->impl;
+  int live = 0;
+  GB_CHECK(checkP2p(vi, ops, nops, &live));
+  if (live == 0) return gbSuccess;
+  GB_CHECK(gbIslandVendorReady(vi, "send/receive group"));
+  gbIslandP2p_t* copy = NULL;
+  gbVendorStage_t* stage = NULL;
+  gbResult_t res = stageIfOverlapping(vi, ops, nops, stream, &copy, &stage);
+  if (res == gbSuccess && copy != NULL) ops = copy;
+  if (res == gbSuccess) res = groupSendRecv(vi, ops, nops, live, stream);
+  (void)gbIslandVendorStageRelease(vi, stage, stream);
+  free(copy);
   return res;
 }
 

@@ -159,6 +159,7 @@ static void abortIsland(gbIsland_t* is) {
 
 static void freeIsland(gbVendorIsland_t* vi) {
   gbIslandVendorUserOpsFree(vi);
+  gbIslandVendorStagesFree(vi);
   pthread_mutex_destroy(&vi->userOpsLock);
   free(vi);
 }

@@ -124,6 +124,9 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
 
 /* ---- Between vendor.c (creation, errors, teardown) and coll.c (the calls) */
 
+/* A device copy of a group's sends (stage.c). */
+typedef struct gbVendorStage gbVendorStage_t;
+
 /* A PreMulSum op this island created and has not destroyed. */
 typedef struct {
   gbVendorRedOp_t op;
@@ -142,9 +145,10 @@ typedef struct {
   gbIslandErrorFn_t onError;
   void* errCtx;
   int failed; /* first failure (atomic): later calls fail instead of hanging peers */
-  pthread_mutex_t userOpsLock; /* over userOps: callers may create ops on any thread */
+  pthread_mutex_t userOpsLock; /* over userOps and stages: callers may use any thread */
   gbVendorUserOp_t* userOps;
   int nUserOps, capUserOps;
+  gbVendorStage_t* stages; /* copies of sends, reused once their stream is past them */
 } gbVendorIsland_t;
 
 /* The group's name for messages ("island" when it has none). */
@@ -174,5 +178,16 @@ void gbIslandVendorCollOps(gbIslandOps_t* ops);
 /* coll.c: forgets the PreMulSum ops still recorded (the communicator goes
  * with them) and frees their table. */
 void gbIslandVendorUserOpsFree(gbVendorIsland_t* vi);
+
+/* stage.c: copies the sends of ops (which overlap its receives) to a device
+ * buffer on stream and points their entries there; *out (NULL when nothing
+ * is sent) is released after the group with gbIslandVendorStageRelease,
+ * also when this fails. */
+gbResult_t gbIslandVendorStageSends(gbVendorIsland_t* vi, gbIslandP2p_t* ops, int nops, void* stream,
+                                    gbVendorStage_t** out);
+/* The stream marks the copy free once past the group that read it. */
+gbResult_t gbIslandVendorStageRelease(gbVendorIsland_t* vi, gbVendorStage_t* s, void* stream);
+/* At teardown, once the streams drained. */
+void gbIslandVendorStagesFree(gbVendorIsland_t* vi);
 
 #endif

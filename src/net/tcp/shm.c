@@ -3,8 +3,20 @@
  * side, and back). A message is a byte stream of the size both sides posted,
  * so requests simply drain in order through the ring. The TCP sockets stay
  * open: socket 0 carries the set-up, and its end tells that the peer died
- * (checked while the rings are idle). The segment's name is unlinked as soon
- * as both sides mapped it, so nothing outlives the processes. */
+ * (checked while the rings are idle).
+ *
+ * The segment never has a name, so nothing can outlive the processes, even
+ * one killed (SIGKILL) in the middle of the set-up: a named segment in
+ * /dev/shm lives until someone unlinks it, and no one can between
+ * shm_open(O_CREAT) and the peer's open. The connecting side makes a memfd
+ * (memory that goes when the last descriptor or mapping goes) and offers
+ * (pid, fd, nonce) over socket 0; there is no Unix socket to pass the
+ * descriptor over (SCM_RIGHTS), so the peer reopens it through
+ * /proc/<pid>/fd/<fd>, which Linux allows a same-user process (ptrace read
+ * access; pidfd_getfd would need attach access, refused under Yama's
+ * ptrace_scope 1). The link must name our memfd and the segment must carry
+ * the offer's nonce, so another pid namespace's process is never used by
+ * mistake. Anything that fails declines, and the pair stays on TCP. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +25,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -23,7 +34,9 @@
 #include "net/tcp/tcp.h"
 
 #define RING_BYTES ((size_t)1 << 21)
-#define OFFER_MAGIC 0x67627368u /* "gbsh" */
+#define OFFER_MAGIC 0x67626d66u /* "gbmf": a memfd reopened through /proc */
+#define MEMFD_NAME "gpubridge-ring"
+#define NONCE_BYTES 16
 /* Idle progress calls between checks that the peer's socket is still open. */
 #define IDLE_CHECK_EVERY 256
 
@@ -35,6 +48,12 @@ typedef struct {
   _Atomic int closed;    /* either side shut down */
   char pad2[60];
 } ringCtl_t;
+
+/* The segment's first bytes: proof that the peer opened the offered one. */
+typedef struct {
+  uint8_t nonce[NONCE_BYTES];
+  char pad[64 - NONCE_BYTES];
+} segHead_t;
 
 struct gbNetShm {
   void* base;
@@ -48,17 +67,19 @@ struct gbNetShm {
 typedef struct {
   uint32_t magic;
   uint32_t ringBytes;
-  char name[56]; /* "" declines */
+  int32_t pid; /* the offering process; 0 declines */
+  int32_t fd;  /* its descriptor of the segment */
+  uint8_t nonce[NONCE_BYTES];
 } offer_t;
 
-static size_t segmentBytes(void) { return 2 * (sizeof(ringCtl_t) + RING_BYTES); }
+static size_t segmentBytes(void) { return sizeof(segHead_t) + 2 * (sizeof(ringCtl_t) + RING_BYTES); }
 
 static void attach(gbNetConn_t* c, void* base, int connector) {
   gbNetShm_t* s = c->shm;
   s->base = base;
   s->bytes = segmentBytes();
-  ringCtl_t* r0 = base;
-  char* d0 = (char*)base + sizeof(ringCtl_t);
+  ringCtl_t* r0 = (ringCtl_t*)((char*)base + sizeof(segHead_t));
+  char* d0 = (char*)r0 + sizeof(ringCtl_t);
   ringCtl_t* r1 = (ringCtl_t*)(d0 + RING_BYTES);
   char* d1 = (char*)r1 + sizeof(ringCtl_t);
   s->tx = connector ? r0 : r1;
@@ -67,27 +88,68 @@ static void attach(gbNetConn_t* c, void* base, int connector) {
   s->rxData = connector ? d1 : d0;
 }
 
-/* A segment in /dev/shm with its pages reserved (a full tmpfs then fails
- * here, not with SIGBUS later). */
-static int createSegment(char* name, size_t nameLen, void** base) {
-  uint8_t rnd[8];
-  if (gbRandomBytes(rnd, sizeof(rnd)) != gbSuccess) return 0;
-  snprintf(name, nameLen, "/gpubridge-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
-           rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-  struct statvfs vfs;
-  if (statvfs("/dev/shm", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < 4 * segmentBytes()) return 0;
-  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return 0;
-  int ok = posix_fallocate(fd, 0, (off_t)segmentBytes()) == 0;
-  void* p = ok ? mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
+/* A nameless segment with its pages reserved (memory that runs out then
+ * fails here, not with SIGBUS later) and its size sealed. Returns its fd,
+ * mapped at *base, or -1 (then the pair stays on TCP). */
+static int createSegment(const uint8_t* nonce, void** base) {
+  int fd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    GB_INFO(GB_LOG_NET, "memfd_create failed (%s): staying on TCP", strerror(errno));
+    return -1;
+  }
+  int err = posix_fallocate(fd, 0, (off_t)segmentBytes());
+  if (err == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) err = errno;
+  void* p = err == 0 ? mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (err == 0 && p == MAP_FAILED) err = errno;
   if (p == MAP_FAILED) {
-    shm_unlink(name);
-    return 0;
+    GB_INFO(GB_LOG_NET, "no shared-memory segment of %zu bytes (%s): staying on TCP", segmentBytes(),
+            strerror(err));
+    close(fd);
+    return -1;
   }
   memset(p, 0, segmentBytes());
+  memcpy(((segHead_t*)p)->nonce, nonce, NONCE_BYTES);
   *base = p;
-  return 1;
+  return fd;
+}
+
+/* The peer's segment through /proc/<pid>/fd/<fd>, checked to be its memfd of
+ * the right size holding the offer's nonce; NULL (and why, in *why) if not. */
+static void* openPeerSegment(const offer_t* o, const char** why) {
+  char path[64], link[128];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)o->pid, (int)o->fd);
+  ssize_t n = readlink(path, link, sizeof(link) - 1);
+  if (n < 0) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  link[n] = '\0';
+  /* Checked before open(): a descriptor of another kind (a device, a FIFO)
+   * is never opened. */
+  if (strncmp(link, "/memfd:" MEMFD_NAME, strlen("/memfd:" MEMFD_NAME)) != 0) {
+    *why = "it is not the peer's segment (another pid namespace?)";
+    return NULL;
+  }
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  struct stat st;
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == segmentBytes())
+    p = mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    *why = "the segment has another size or cannot be mapped";
+    return NULL;
+  }
+  if (memcmp(((segHead_t*)p)->nonce, o->nonce, NONCE_BYTES) != 0) {
+    munmap(p, segmentBytes());
+    *why = "the segment does not hold the offer's nonce (another pid namespace?)";
+    return NULL;
+  }
+  return p;
 }
 
 static int wanted(const gbNetConn_t* c) { return gbParamInt(GB_PARAM_SHM) != 0; }
@@ -97,14 +159,18 @@ gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatil
   memset(&o, 0, sizeof(o));
   o.magic = OFFER_MAGIC;
   o.ringBytes = (uint32_t)RING_BYTES;
+  o.fd = -1;
   void* base = NULL;
-  if (wanted(c) && !createSegment(o.name, sizeof(o.name), &base)) o.name[0] = '\0';
+  if (wanted(c) && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) o.fd = createSegment(o.nonce, &base);
+  if (o.fd >= 0) o.pid = (int32_t)getpid();
   char what[96];
   snprintf(what, sizeof(what), "%s: shared-memory offer to rank %d", c->group, c->peerRank);
   gbResult_t res = gbSockSendAll(c->socks[0].fd, &o, sizeof(o), deadline, abortFlag, what);
   uint8_t ack = 0;
   if (res == gbSuccess) res = gbSockRecvAll(c->socks[0].fd, &ack, 1, deadline, abortFlag, what);
-  if (base) shm_unlink(o.name);
+  /* The peer has its own descriptor or mapping now (or never will): ours
+   * can go, the mapping keeps the memory. */
+  if (o.fd >= 0) close(o.fd);
   if (res != gbSuccess || !ack || !base) {
     if (base) munmap(base, segmentBytes());
     return res;
@@ -125,23 +191,22 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volati
   char what[96];
   snprintf(what, sizeof(what), "%s: shared-memory offer from rank %d", c->group, c->peerRank);
   GB_CHECK(gbSockRecvAll(c->socks[0].fd, &o, sizeof(o), deadline, abortFlag, what));
-  o.name[sizeof(o.name) - 1] = '\0';
-  void* base = MAP_FAILED;
-  if (o.magic == OFFER_MAGIC && o.ringBytes == RING_BYTES && o.name[0] && wanted(c)) {
-    int fd = shm_open(o.name, O_RDWR, 0600);
-    if (fd >= 0) {
-      base = mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-    }
+  void* base = NULL;
+  if (o.magic == OFFER_MAGIC && o.ringBytes == RING_BYTES && o.pid > 0 && o.fd >= 0 && wanted(c)) {
+    const char* why = "";
+    base = openPeerSegment(&o, &why);
+    if (!base)
+      GB_INFO(GB_LOG_NET, "%s: cannot open rank %d's shared-memory segment (/proc/%d/fd/%d: %s): staying on TCP",
+              c->group, c->peerRank, (int)o.pid, (int)o.fd, why);
   }
-  if (base != MAP_FAILED) {
+  if (base) {
     c->shm = calloc(1, sizeof(gbNetShm_t));
     if (!c->shm) {
       munmap(base, segmentBytes());
-      base = MAP_FAILED;
+      base = NULL;
     }
   }
-  uint8_t ack = base != MAP_FAILED;
+  uint8_t ack = base != NULL;
   gbResult_t res = gbSockSendAll(c->socks[0].fd, &ack, 1, deadline, abortFlag, what);
   if (ack && res == gbSuccess) {
     attach(c, base, 0);
