@@ -108,9 +108,19 @@ static void expectTopology(level_t* L) {
   }
 }
 
+/* The policy gbTopology_t reports: what a large all-reduce runs. Under auto,
+ * split-rail when every island has two or more ranks (k rails, capped by
+ * GPUBRIDGE_RAILS), else hierarchical (docs/ARCHITECTURE.md, "Policies per call"). */
 static int resolvedPolicy(const level_t* L) {
   if (L->policy != gbPolicyAuto) return L->policy;
-  return L->nislands == 1 ? gbPolicyNative : L->nislands == L->n ? gbPolicyFlat : gbPolicyHierarchical;
+  if (L->nislands == 1) return gbPolicyNative;
+  if (L->nislands == L->n) return gbPolicyFlat;
+  int k = L->islandSize[0];
+  for (int i = 1; i < L->nislands; i++)
+    if (L->islandSize[i] < k) k = L->islandSize[i];
+  const char* cap = getenv("GPUBRIDGE_RAILS");
+  if (cap && atoi(cap) > 0 && k > atoi(cap)) k = atoi(cap);
+  return k >= 2 ? gbPolicySplitRail : gbPolicyHierarchical;
 }
 
 static void checkComm(const level_t* L, int lv) {

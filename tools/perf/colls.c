@@ -12,13 +12,13 @@ static const struct {
   const char* call; /* for error messages */
   int reduces, rooted, inPlace, parts;
 } colls[PERF_NUM_COLLS] = {
-    /* alltoall forbids overlap; sendrecv has no in-place form in the header. */
+    /* alltoall in place is sendbuff == recvbuff (NCCL 2.28); sendrecv has no in-place form in the header. */
     [PERF_ALL_REDUCE] = {"all_reduce", "allreduce", "gbAllReduce", 1, 0, 1, 0},
     [PERF_BROADCAST] = {"broadcast", "bcast", "gbBroadcast", 0, 1, 1, 0},
     [PERF_REDUCE] = {"reduce", "reduce", "gbReduce", 1, 1, 1, 0},
     [PERF_ALL_GATHER] = {"all_gather", "allgather", "gbAllGather", 0, 0, 1, 1},
     [PERF_REDUCE_SCATTER] = {"reduce_scatter", "reducescatter", "gbReduceScatter", 1, 0, 1, 1},
-    [PERF_ALLTOALL] = {"alltoall", "all_to_all", "gbAllToAll", 0, 0, 0, 1},
+    [PERF_ALLTOALL] = {"alltoall", "all_to_all", "gbAllToAll", 0, 0, 1, 1},
     [PERF_SENDRECV] = {"sendrecv", "send_recv", "gbSend/gbRecv", 0, 0, 0, 0},
 };
 

@@ -274,7 +274,7 @@ void perfJsonString(FILE* f, const char* s);
 /* ------------------------------------------------------------------- table */
 
 typedef struct {
-  int ran; /* 0: no such form (in place of alltoall, sendrecv): printed N/A */
+  int ran; /* 0: no such form (in place of sendrecv): printed N/A */
   double timeUs, algBw, busBw;
   uint64_t wrong;
 } perfHalf_t;
