@@ -32,13 +32,26 @@ typedef struct {
   int borrowed;  /* conns belong to another group (rails use the world's) */
 } gbCommGroup_t;
 
+/* The host copy of a PreMulSum op's scalar (core/redop.c). Work queued
+ * before the op's destroy may still read it (NCCL lets an op go once the
+ * calls using it are queued), so the cell of an op that was used is reused
+ * only after the proxy has passed the destroy; teardown frees them all. */
+typedef struct gbCommCell {
+  void* mem;                    /* 16 bytes of device-reachable host memory */
+  struct gbComm* comm;
+  struct gbCommCell* next;      /* every cell of the communicator */
+  struct gbCommCell* nextFree;  /* on cellsFree or cellsReleased */
+} gbCommCell_t;
+
 /* A PreMulSum op of this communicator (gbRedOpCreatePreMulSum). */
 typedef struct {
   int used;
+  int resolved;        /* a call was given it: queued work may read its cell */
   gbDataType_t dtype;
   int residence;       /* gbScalarResidence_t */
   void* scalar;        /* the caller's scalar (device residence: read when the call runs) */
-  void* hostCell;      /* host copy the proxy scales with (device-reachable host memory) */
+  gbCommCell_t* cell;  /* its host copy, which the proxy scales with */
+  void* hostCell;      /* cell->mem */
   gbRedOp_t islandOp;  /* the island's own op for it */
 } gbCommRedOp_t;
 #define GB_COMM_MAX_REDOPS 64
@@ -87,6 +100,9 @@ struct gbComm {
   gbIsland_t* islandComm;
   gbThresholds_t thresholds; /* policy tuned */
   gbCommRedOp_t redops[GB_COMM_MAX_REDOPS];
+  gbCommCell_t* cells;      /* every PreMulSum scalar cell (teardown frees them) */
+  gbCommCell_t* cellsFree;  /* reusable now (caller thread) */
+  gbCommCell_t* cellsReleased; /* reusable, handed back by the proxy (atomic push; the caller takes them all) */
   gbBulk_t* bulk;
   gbFlag_t* checked;        /* proxy -> streams: the first `value` call checks passed */
   uint64_t checksPosted;
@@ -115,8 +131,16 @@ struct gbComm {
  * return, and closes its connections so peers fail fast instead of timing out. */
 void gbCommFail(gbComm_t comm, gbResult_t res);
 
-/* Whether comm points to a live communicator. */
+/* The registry of live communicators (core/registry.c). A handle is valid
+ * from gbCommRegister (gbCommAlloc) to gbCommUnregister (the start of
+ * gbCommFree); gbCommIsValid reads nothing at an address it does not hold,
+ * so a destroyed or never-made handle is refused, never dereferenced.
+ * gbCommRelease frees a communicator's memory after a few later frees, so
+ * that a new communicator does not take a just-destroyed one's address. */
+gbResult_t gbCommRegister(gbComm_t comm);
+void gbCommUnregister(gbComm_t comm);
 int gbCommIsValid(const struct gbComm* comm);
+void gbCommRelease(gbComm_t comm);
 
 /* Init: the whole start-up (probe, rendezvous, mesh, island, staging, proxy). */
 gbResult_t gbCommInitCore(gbComm_t comm, int nranks, const gbBootId_t* id, int rank, int localRank,

@@ -21,6 +21,12 @@ gbResult_t gbCommAlloc(gbComm_t* out) {
   c->magic = GB_COMM_MAGIC;
   c->initState = GB_INIT_RUNNING;
   pthread_mutex_init(&c->errorLock, NULL);
+  gbResult_t res = gbCommRegister(c);
+  if (res != gbSuccess) {
+    pthread_mutex_destroy(&c->errorLock);
+    free(c);
+    return res;
+  }
   *out = c;
   return gbSuccess;
 }

@@ -7,8 +7,6 @@
 #include "base/result.h"
 #include "core/comm.h"
 
-int gbCommIsValid(const struct gbComm* c) { return c && c->magic == GB_COMM_MAGIC; }
-
 static void shutdownGroup(gbComm_t c, gbCommGroup_t* g) {
   if (!g->active) return;
   for (int k = 0; k < g->algo.n; k++)
@@ -47,6 +45,9 @@ static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
 }
 
 void gbCommFree(gbComm_t c) {
+  /* The handle dies first: from here on every call with it is refused
+   * (core/registry.c), whatever this teardown does with the memory. */
+  gbCommUnregister(c);
   if (c->initThreadStarted) pthread_join(c->initThread, NULL);
   /* Another thread inside gbCommFinalize leaves within one of its polls once
    * the abort flag is set; wait for that, with a deadline. */
@@ -91,8 +92,12 @@ void gbCommFree(gbComm_t c) {
     if (c->streamDone) c->dev->hostFree(c->streamDone);
     if (c->scratchDev) c->dev->memFree(c->scratchDev);
     if (c->checked) c->dev->hostFree(c->checked);
-    for (int k = 0; k < GB_COMM_MAX_REDOPS; k++)
-      if (c->redops[k].hostCell) c->dev->hostFree(c->redops[k].hostCell);
+    while (c->cells) {
+      gbCommCell_t* next = c->cells->next;
+      c->dev->hostFree(c->cells->mem);
+      free(c->cells);
+      c->cells = next;
+    }
     while (c->bulk) {
       gbBulk_t* older = c->bulk->older;
       c->dev->hostFree(c->bulk->base);
@@ -104,6 +109,5 @@ void gbCommFree(gbComm_t c) {
   free(c->staging.uses);
   gbTopoFree(&c->topo);
   pthread_mutex_destroy(&c->errorLock);
-  c->magic = GB_COMM_DEAD;
-  free(c);
+  gbCommRelease(c);
 }

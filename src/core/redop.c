@@ -1,5 +1,6 @@
 /* PreMulSum ops of a communicator, and how every op maps to the island's
  * op, the op of an island step feeding the bridge, and the host step's op. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/dtype.h"
@@ -12,6 +13,49 @@ static gbCommRedOp_t* lookup(gbComm_t c, gbRedOp_t op) {
   return &c->redops[k];
 }
 
+/* A reusable cell of c, or a new one (caller thread). */
+static gbResult_t cellTake(gbComm_t c, gbCommCell_t** out) {
+  if (!c->cellsFree) c->cellsFree = __atomic_exchange_n(&c->cellsReleased, NULL, __ATOMIC_ACQUIRE);
+  gbCommCell_t* k = c->cellsFree;
+  if (k) {
+    c->cellsFree = k->nextFree;
+    *out = k;
+    return gbSuccess;
+  }
+  k = calloc(1, sizeof(*k));
+  if (!k) return gbErrorSet(gbSystemError, "gbRedOpCreatePreMulSum: out of memory");
+  gbResult_t res = c->dev->hostAlloc(&k->mem, 16);
+  if (res != gbSuccess) {
+    free(k);
+    return res;
+  }
+  k->comm = c;
+  k->next = c->cells;
+  c->cells = k;
+  *out = k;
+  return gbSuccess;
+}
+
+static void cellGive(gbComm_t c, gbCommCell_t* k) {
+  k->nextFree = c->cellsFree;
+  c->cellsFree = k;
+}
+
+/* On the proxy, after every step queued before the op's destroy: none of
+ * them reads the cell any more (a step that scales waited for its input to
+ * be staged, and a device scalar's copy into the cell comes before that on
+ * the stream). A failed communicator keeps the cell: its streams may hold
+ * work that no step waited for; teardown frees it. */
+static gbResult_t cellReleased(void* arg) {
+  gbCommCell_t* k = arg;
+  gbComm_t c = k->comm;
+  if (__atomic_load_n(&c->abortFlag, __ATOMIC_ACQUIRE)) return gbSuccess;
+  k->nextFree = __atomic_load_n(&c->cellsReleased, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(&c->cellsReleased, &k->nextFree, k, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  }
+  return gbSuccess;
+}
+
 gbResult_t gbCommRedOpCreate(gbComm_t c, void* scalar, gbDataType_t dt, int residence, gbRedOp_t* op) {
   int k = 0;
   while (k < GB_COMM_MAX_REDOPS && c->redops[k].used) k++;
@@ -19,17 +63,22 @@ gbResult_t gbCommRedOpCreate(gbComm_t c, void* scalar, gbDataType_t dt, int resi
     return gbErrorSet(gbInvalidUsage, "gbRedOpCreatePreMulSum: this communicator already holds %d ops; destroy "
                                       "unused ones with gbRedOpDestroy", GB_COMM_MAX_REDOPS);
   gbCommRedOp_t* r = &c->redops[k];
-  memset(r, 0, sizeof(*r));
-  GB_CHECK(c->dev->hostAlloc(&r->hostCell, 16));
+  gbCommCell_t* cell = NULL;
+  GB_CHECK(cellTake(c, &cell));
+  gbRedOp_t islandOp;
   gbResult_t res = c->islandComm->ops->preMulSumCreate(c->islandComm, scalar, dt, (gbScalarResidence_t)residence,
-                                                       &r->islandOp);
+                                                       &islandOp);
   if (res != gbSuccess) {
-    c->dev->hostFree(r->hostCell);
+    cellGive(c, cell); /* nothing was queued with it */
     return res;
   }
+  memset(r, 0, sizeof(*r));
   r->dtype = dt;
   r->residence = residence;
   r->scalar = scalar;
+  r->cell = cell;
+  r->hostCell = cell->mem;
+  r->islandOp = islandOp;
   if (residence == gbScalarHostImmediate) memcpy(r->hostCell, scalar, gbDtypeSize(dt));
   r->used = 1;
   *op = (gbRedOp_t)(gbNumOps + k);
@@ -41,8 +90,22 @@ gbResult_t gbCommRedOpDestroy(gbComm_t c, gbRedOp_t op) {
   if (!r) return gbErrorSet(gbInvalidArgument, "gbRedOpDestroy: op %d is not a PreMulSum op of this communicator",
                             (int)op);
   gbResult_t res = c->islandComm->ops->redOpDestroy(c->islandComm, r->islandOp);
-  /* The host cell stays: queued work may still read it; teardown frees it. */
-  r->used = 0;
+  /* An op no call was given leaves nothing queued: its cell is free now.
+   * Otherwise queued work may still read it, so the proxy hands it back
+   * once it has passed every step queued so far; if that cannot be queued,
+   * the cell stays out of use until teardown. */
+  if (!r->resolved) {
+    cellGive(c, r->cell);
+  } else {
+    gbProxyOp_t step;
+    memset(&step, 0, sizeof(step));
+    step.kind = GB_PROXY_CALL;
+    step.fn = cellReleased;
+    step.arg = r->cell;
+    step.seq = c->seq;
+    (void)gbProxyPost(c->proxy, &step);
+  }
+  memset(r, 0, sizeof(*r));
   return res;
 }
 
@@ -60,6 +123,7 @@ gbResult_t gbCommResolveOp(gbComm_t c, gbRedOp_t op, gbDataType_t dt, gbCommOps_
   if (r->dtype != dt)
     return gbErrorSet(gbInvalidArgument, "PreMulSum op %d was made for %s, not %s: make one op per datatype",
                       (int)op, gbDtypeName(r->dtype), gbDtypeName(dt));
+  r->resolved = 1;
   o->island = o->partial = r->islandOp;
   o->host = gbSum;
   o->scale = r->hostCell;

@@ -8,51 +8,67 @@
 #include "base/result.h"
 #include "core/comm.h"
 
+/* One exchange, shared by the caller and the proxy step: each drops its
+ * reference when done with it, and the last one frees it. So neither
+ * depends on when the other lets go: the caller may return (a timeout, an
+ * abort) while the step is still queued or running, and the proxy may still
+ * be setting done when the caller, woken by it, leaves. */
 typedef struct {
   gbComm_t comm;
-  void* all;      /* [nranks][bytes], mine already in place */
+  gbFlag_t done;
+  int refs;
   size_t bytes;
+  char all[];     /* [nranks][bytes], mine already in place */
 } gather_t;
+
+static void dropGather(void* arg) {
+  gather_t* g = arg;
+  if (__atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) free(g);
+}
 
 static gbResult_t runGather(void* arg) {
   gather_t* g = arg;
   gbComm_t c = g->comm;
-  return gbAlgoAllGather(&c->world.algo, (char*)g->all + (size_t)c->rank * g->bytes, g->all, g->bytes);
+  return gbAlgoAllGather(&c->world.algo, g->all + (size_t)c->rank * g->bytes, g->all, g->bytes);
 }
 
-static void noFree(void* arg) { (void)arg; }
-
 static gbResult_t parentAllGather(gbComm_t c, const void* mine, void* all, size_t bytes) {
-  memcpy((char*)all + (size_t)c->rank * bytes, mine, bytes);
-  if (c->nranks == 1) return gbSuccess;
-  gbFlag_t* done = calloc(1, sizeof(gbFlag_t));
-  if (!done) return gbErrorSet(gbSystemError, "gbCommSplit: out of memory");
-  gather_t g = {c, all, bytes};
+  size_t total = (size_t)c->nranks * bytes;
+  if (c->nranks == 1) {
+    memcpy(all, mine, bytes);
+    return gbSuccess;
+  }
+  gather_t* g = calloc(1, sizeof(gather_t) + total);
+  if (!g) return gbErrorSet(gbSystemError, "gbCommSplit: out of memory");
+  g->comm = c;
+  g->refs = 2; /* the caller's and the proxy step's (freeArg drops it, also when the step never runs) */
+  g->bytes = bytes;
+  memcpy(g->all + (size_t)c->rank * bytes, mine, bytes);
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
   op.kind = GB_PROXY_CALL;
   op.fn = runGather;
-  op.arg = &g;
-  op.freeArg = noFree;
-  op.done = done;
+  op.arg = g;
+  op.freeArg = dropGather;
+  op.done = &g->done;
   op.doneValue = 1;
   op.seq = c->seq;
   gbResult_t res = gbProxyPost(c->proxy, &op);
-  if (res == gbSuccess) {
-    res = gbFlagWaitHost(done, 1, c->settings.timeoutSec, NULL);
-    if (res == gbTimeout)
-      res = gbErrorSet(gbTimeout, "gbCommSplit: not every rank of the parent called it within %d s (every rank of the "
-                                  "parent must call gbCommSplit, NOCOLOR ranks too)", c->settings.timeoutSec);
-    else if (res != gbSuccess)
-      res = gbErrorSet(res, "gbCommSplit: the parent communicator failed: %s", c->errorText);
+  if (res != gbSuccess) {
+    free(g); /* not queued: the proxy never saw it */
+    return res;
   }
-  /* The proxy sets done on every path (also after a failure), so g is no
-   * longer used once the wait returned; a timeout fails the comm first. */
+  res = gbFlagWaitHost(&g->done, 1, c->settings.timeoutSec, NULL);
   if (res == gbTimeout) {
+    res = gbErrorSet(gbTimeout, "gbCommSplit: not every rank of the parent called it within %d s (every rank of the "
+                                "parent must call gbCommSplit, NOCOLOR ranks too)", c->settings.timeoutSec);
     gbCommFail(c, res);
-    (void)gbFlagWaitHost(done, 1, 5.0, NULL);
+  } else if (res != gbSuccess) {
+    res = gbErrorSet(res, "gbCommSplit: the parent communicator failed: %s", c->errorText);
+  } else {
+    memcpy(all, g->all, total);
   }
-  free(done);
+  dropGather(g);
   return res;
 }
 

@@ -10,12 +10,17 @@
 #include "gpubridge/gpubridge.h"
 
 /* A word in host memory that streams and the proxy thread signal through.
- * value only grows. error != 0 carries a gbResult_t to whoever waits. */
+ * value only grows. error != 0 carries a gbResult_t to whoever waits.
+ * Lifetime: a host waiter that returns may free the flag at once, so a
+ * setter's last touch is the store that releases the waiter: the store of
+ * value (gbFlagSetHost), or of error alone (a write that will never come).
+ * An error set together with a value releases waiters only once that value
+ * is in (errorValue), so the store of value stays the last touch. */
 typedef struct {
   volatile uint64_t value;
   volatile int error;
-  int sleepers;   /* host waiters asleep on it (flag.c), so setters know to wake them */
   int timeoutSec; /* the deadline of the work that releases it, set by its owner (0: GPUBRIDGE_TIMEOUT's) */
+  volatile uint64_t errorValue; /* with error: the value its setter stores after it (0: none) */
 } gbFlag_t;
 
 /* A stream's wait for a flag outlives the deadline of the work that releases
@@ -87,7 +92,9 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
 /* How long a stream waits for flag: its timeoutSec plus the margin, or
  * fallbackSec (GPUBRIDGE_TIMEOUT's plus the margin) when its owner set none. */
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec);
-/* Sets value (and error first, when nonzero) with release ordering. */
+/* Sets value (and error first, when nonzero) with release ordering, and
+ * wakes host waiters; reads and writes nothing of *flag after the store of
+ * value, so the waiter may free the flag as soon as it sees the value. */
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error);
 
 #endif

@@ -17,8 +17,7 @@
  * length grows with the wait (gbOsSleepNs). */
 
 /* The flag's low 32 bits of value, which every store changes, as a futex
- * word (little-endian hosts; elsewhere the sleep alone bounds the wait).
- * flag->sleepers counts sleeping waiters, so a setter without any makes no call. */
+ * word (little-endian hosts; elsewhere the sleep alone bounds the wait). */
 static uint32_t* futexWord(gbFlag_t* flag) {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   return (uint32_t*)(void*)&flag->value;
@@ -28,6 +27,16 @@ static uint32_t* futexWord(gbFlag_t* flag) {
 #endif
 }
 
+/* Host waiters asleep on any flag of this process. It lives outside the
+ * flags on purpose: the store that releases a waiter may let it free the
+ * flag at once (gbCommSplit's, teardown's), so a setter must not read the
+ * flag after that store, and a count in the flag would have to be read
+ * then. This one outlives every flag; a setter that sees it at 0 makes no
+ * call, else it wakes the flag's address: a private futex wake reads no
+ * memory, and on an address freed and reused meanwhile it is at worst a
+ * spurious wake-up, which every futex waiter (ours, libc's) tolerates. */
+static int sleepers;
+
 static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
   gbOsLowTimerSlack();
   const struct timespec interval = {0, (long)gbOsSleepNs(waitedNs)};
@@ -36,9 +45,13 @@ static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
     nanosleep(&interval, NULL);
     return;
   }
-  __atomic_add_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
+  /* Counted before the kernel compares the word with seen, and the setter
+   * stores before it reads the count (both seq_cst): either the setter sees
+   * this sleeper and wakes it, or the kernel sees the new value and does
+   * not sleep. */
+  __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (uint32_t)seen, &interval, NULL, 0);
-  __atomic_sub_fetch(&flag->sleepers, 1, __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec) {
@@ -46,11 +59,18 @@ double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec) {
 }
 
 void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
-  /* The error goes first so that a waiter that sees the new value also sees it. */
-  if (error != 0) __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);
-  __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
+  /* The error goes first so that a waiter that sees the new value also sees
+   * it; with errorValue, so that the error alone does not release a waiter
+   * (which might free the flag before the store of value below). */
+  if (error != 0) {
+    __atomic_store_n(&flag->errorValue, value, __ATOMIC_RELAXED);
+    __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);
+  }
+  /* The address is taken before the store: after it, flag may be freed. */
   uint32_t* word = futexWord(flag);
-  if (word && __atomic_load_n(&flag->sleepers, __ATOMIC_SEQ_CST) > 0)
+  __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
+  /* From here on nothing reads or writes *flag (see sleepers). */
+  if (word && __atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 
@@ -60,10 +80,13 @@ static int check(gbFlag_t* flag, uint64_t target, const volatile int* abortFlag,
    * value with acquire makes an error stored with it visible. */
   uint64_t v = __atomic_load_n(&flag->value, __ATOMIC_ACQUIRE);
   int e = __atomic_load_n(&flag->error, __ATOMIC_ACQUIRE);
-  if (e != 0) {
+  /* An error set with a value is final once the value is in (its setter is
+   * then done with the flag); until then the setter's next store is due. */
+  if (e != 0 && v >= __atomic_load_n(&flag->errorValue, __ATOMIC_RELAXED)) {
     *res = (gbResult_t)e;
     return 1;
   }
+  if (e != 0) return 0;
   if (v >= target) {
     *res = gbSuccess;
     return 1;
