@@ -144,13 +144,5 @@ gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config) {
   gbLogInit();
   gbBootEnv_t env;
   GB_CHECK(gbBootEnvRead(&env));
-  if (env.hostsRoot) {
-    gbSockAddr_t bound;
-    gbResult_t res = gbBootRootStart(&env.rootBind, env.id.secret, gbBootIdHash(&env.id), &bound);
-    if (res != gbSuccess)
-      return gbErrorSet(res, "gbCommInitFromEnv: rank 0 cannot host the rendezvous root on port %d: %s; choose a free "
-                             "MASTER_PORT",
-                        gbSockAddrPort(&env.rootBind), gbErrorLast());
-  }
   return initWith(comm, env.nranks, &env.id, env.rank, env.localRank, config);
 }

@@ -11,7 +11,6 @@ typedef struct {
   int rank, nranks, localRank;
   const char* launcher; /* "torchrun", "slurm", "openmpi" */
   gbBootId_t id;
-  int hostsRoot;        /* always 0: gbBootEnvRead starts the root itself (see below) */
   gbSockAddr_t rootBind;/* where rank 0's root listens */
 } gbBootEnv_t;
 

@@ -173,7 +173,7 @@ static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
 /* A count-0 call: a no-op, as in NCCL, unless the call check is on; then it
  * takes part in it (numbered like any call), so a rank that calls count 0
  * where the others call count N is named instead of falling out of step. */
-static gbResult_t enqueueEmpty(gbComm_t c, const gbCommCall_t* call, void* stream) {
+gbResult_t gbCommEnqueueEmpty(gbComm_t c, const gbCommCall_t* call, void* stream) {
   uint64_t checks = c->checksPosted;
   c->seq++;
   gbResult_t res = gbCommCheckCall(c, call, stream);
@@ -188,7 +188,7 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
                           void* stream) {
   if (in->count == 0) {
     gbCommCall_t call = {in->coll, 0, in->dtype, ops ? (int)in->op : -1, in->root};
-    return enqueueEmpty(c, &call, stream);
+    return gbCommEnqueueEmpty(c, &call, stream);
   }
   gbPlan_t plan;
   GB_CHECK(gbPlanBuild(in, &plan));

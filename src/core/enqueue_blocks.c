@@ -127,18 +127,7 @@ static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, voi
   b.stream = stream;
   if (hasOp) GB_CHECK(gbCommResolveOp(c, op, dt, &b.ops));
   gbCommCall_t call = {coll, count, dt, hasOp ? (int)op : -1, -1};
-  if (count == 0) {
-    /* A no-op unless the call check is on: then it takes part (enqueue.c's
-     * enqueueEmpty says why), numbered like any call. */
-    uint64_t checks = c->checksPosted;
-    c->seq++;
-    gbResult_t res = gbCommCheckCall(c, &call, stream);
-    if (c->checksPosted == checks) {
-      c->seq--;
-      return res;
-    }
-    return gbCommEnqueueEnd(c, stream, 1, res);
-  }
+  if (count == 0) return gbCommEnqueueEmpty(c, &call, stream);
   gbPlanInput_t in;
   memset(&in, 0, sizeof(in));
   in.coll = coll;

@@ -186,11 +186,6 @@ static gbResult_t railsSetup(gbComm_t c) {
 
 static void onIslandError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
 static void onProxyError(void* ctx, gbResult_t res) { gbCommFail((gbComm_t)ctx, res); }
-static void onProxyIdle(void* ctx) {
-  gbComm_t c = ctx;
-  if (c->listener) (void)c->net->listenerServe(c->listener);
-}
-
 /* An island whose GPUs report neither UUID nor PCI address cannot be checked
  * for two ranks on one GPU: say so (every member of it says the same). */
 static void warnUnchecked(gbComm_t c, const gbProbe_t* probes) {
@@ -314,7 +309,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   static const char zeros[64];
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
-  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, onProxyIdle, c};
+  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
   GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d ranks)%s, policy %d", rank, nranks, t->island,
           t->nislands, t->vendor[t->island], t->islandSize[t->island], t->isLeader ? ", leader" : "", c->policy);

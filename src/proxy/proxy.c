@@ -84,21 +84,7 @@ static void* proxyMain(void* arg) {
   gbProxy_t* p = arg;
   pthread_mutex_lock(&p->lock);
   for (;;) {
-    while (p->len == 0 && !p->stop) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 100 * 1000 * 1000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
-      int rc = pthread_cond_timedwait(&p->wake, &p->lock, &ts);
-      if (rc == ETIMEDOUT && p->len == 0 && !p->stop && p->cfg.onIdle) {
-        pthread_mutex_unlock(&p->lock);
-        p->cfg.onIdle(p->cfg.ctx);
-        pthread_mutex_lock(&p->lock);
-      }
-    }
+    while (p->len == 0 && !p->stop) pthread_cond_wait(&p->wake, &p->lock);
     if (p->len == 0 && p->stop) break;
     gbProxyOp_t op = p->ring[p->head];
     p->head = (p->head + 1) % p->cap;

@@ -53,7 +53,6 @@ typedef struct {
   double timeoutSec;
   const volatile int* abortFlag;
   void (*onError)(void* ctx, gbResult_t res); /* the first failure */
-  void (*onIdle)(void* ctx);                  /* called about every 100 ms while idle */
   void* ctx;
 } gbProxyConfig_t;
 
