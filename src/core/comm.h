@@ -125,6 +125,7 @@ struct gbComm {
   int initThreadStarted;
   pthread_mutex_t errorLock;
   char errorText[1024];
+  gbNetCause_t cause;       /* told to peers with the shutdown: who failed first (lifecycle.c) */
 };
 
 /* Records the comm's first asynchronous failure, makes every wait of the comm

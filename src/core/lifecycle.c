@@ -10,7 +10,28 @@
 static void shutdownGroup(gbComm_t c, gbCommGroup_t* g) {
   if (!g->active) return;
   for (int k = 0; k < g->algo.n; k++)
-    if (g->conns[k]) c->net->shutdown(g->conns[k]);
+    if (g->conns[k]) c->net->shutdown(g->conns[k], &c->cause);
+}
+
+/* What the peers hear with the shutdown: who failed first. A failure this
+ * thread's net requests saw names its peer (closed without a cause,
+ * stalled), or passes on the cause a peer relayed, unchanged, so it still
+ * names the rank that failed and who saw it. Anything else (an abort, a
+ * verdict, a stream or island error) is this rank's own. */
+static void settleCause(gbComm_t c, gbResult_t res) {
+  gbNetCause_t k;
+  if (!gbNetFailureCause(c->errorText, &k)) k = (gbNetCause_t){.faultRank = -1, .seenBy = -1};
+  if (k.seenBy < 0) {
+    k.faultRank = k.faultRank < 0 ? c->rank : k.faultRank;
+    k.seenBy = c->rank;
+    k.code = res;
+    /* Cut to fit; the rest stays in this rank's log. */
+    size_t n = strnlen(c->errorText, sizeof(k.text) - 1);
+    memcpy(k.text, c->errorText, n);
+    k.text[n] = '\0';
+    if (n == sizeof(k.text) - 1) memcpy(k.text + n - 3, "...", 3);
+  }
+  c->cause = k;
 }
 
 void gbCommFail(gbComm_t c, gbResult_t res) {
@@ -18,6 +39,7 @@ void gbCommFail(gbComm_t c, gbResult_t res) {
   if (c->asyncError == gbSuccess) {
     c->asyncError = res;
     snprintf(c->errorText, sizeof(c->errorText), "%s", gbErrorLast());
+    settleCause(c, res);
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
   __atomic_store_n(&c->abortFlag, 1, __ATOMIC_RELEASE);

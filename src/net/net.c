@@ -38,6 +38,41 @@ static int aborted(const volatile int* abortFlag) {
  * share a number (a connection is used by one thread at a time). */
 static _Atomic uint64_t roundCounter;
 
+/* This thread's last noted failure: its text (to match the comm's first
+ * failure against) and whom it blames. */
+static _Thread_local char noteText[1024];
+static _Thread_local gbNetCause_t noteCause;
+
+void gbNetNoteFailure(const char* text, const gbNetCause_t* cause) {
+  snprintf(noteText, sizeof(noteText), "%s", text);
+  noteCause = *cause;
+}
+
+int gbNetFailureCause(const char* text, gbNetCause_t* out) {
+  if (noteText[0] == '\0' || strncmp(text, noteText, sizeof(noteText) - 1) != 0) return 0;
+  *out = noteCause;
+  return 1;
+}
+
+int gbNetCauseSanitize(gbNetCause_t* c) {
+  c->text[sizeof(c->text) - 1] = '\0';
+  for (char* p = c->text; *p; p++)
+    if ((unsigned char)*p < 0x20) *p = ' ';
+  return c->faultRank >= 0 && c->seenBy >= 0 && c->code != gbSuccess;
+}
+
+void gbNetCauseText(char* out, size_t len, const char* group, int peerRank, const gbNetCause_t* k, const char* what) {
+  if (k->faultRank == peerRank)
+    snprintf(out, len, "%s: rank %d shut the connection down after a failure of its own (%s)%s", group, peerRank,
+             k->text, what);
+  else if (k->seenBy == peerRank)
+    snprintf(out, len, "%s: rank %d failed (seen by rank %d, which then shut its connection to this rank down: %s)%s",
+             group, k->faultRank, peerRank, k->text, what);
+  else
+    snprintf(out, len, "%s: rank %d failed (seen by rank %d: %s; rank %d then shut its connection to this rank down)%s",
+             group, k->faultRank, k->seenBy, k->text, peerRank, what);
+}
+
 static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const volatile int* abortFlag) {
   gbNetLabel_t label;
   int isSend;
@@ -49,11 +84,15 @@ static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const volati
   if (aborted(abortFlag))
     return gbErrorSet(gbRemoteError, "%s: aborted while %s %zu bytes %s rank %d", group,
                       isSend ? "sending" : "receiving", bytes, isSend ? "to" : "from", label.peerRank);
-  return gbErrorSet(gbTimeout,
-                    "%s: no progress from rank %d within %.3g s while %s %zu bytes (%sis it stopped or "
-                    "overloaded? GPUBRIDGE_TIMEOUT sets the limit)",
-                    group, label.peerRank, (double)(gbClockNowNs() - start) / 1e9,
-                    isSend ? "sending" : "receiving", bytes, more);
+  gbResult_t res = gbErrorSet(gbTimeout,
+                              "%s: no progress from rank %d within %.3g s while %s %zu bytes (%sis it stopped or "
+                              "overloaded? GPUBRIDGE_TIMEOUT sets the limit)",
+                              group, label.peerRank, (double)(gbClockNowNs() - start) / 1e9,
+                              isSend ? "sending" : "receiving", bytes, more);
+  /* The stalled peer is the one at fault. */
+  gbNetCause_t k = {.faultRank = label.peerRank, .seenBy = -1, .code = gbTimeout};
+  gbNetNoteFailure(gbErrorLast(), &k);
+  return res;
 }
 
 gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const volatile int* abortFlag) {

@@ -43,6 +43,19 @@ typedef struct {
   int sameHost;      /* the peer runs on this host: the transport may use shared memory */
 } gbNetLabel_t;
 
+/* Why a rank shuts its connections down, told to each peer with the
+ * shutdown, so that a peer whose first failure is that shutdown names the
+ * rank that actually failed (died, stalled, mismatched) instead of a healthy
+ * rank that only shut down after it. A peer that dies tells nothing: its
+ * close comes without a cause. Fixed size: it travels as bytes. */
+typedef struct {
+  int32_t faultRank;  /* the rank that failed first, as far as the sender knows */
+  int32_t seenBy;     /* the rank whose failure text follows (the sender, or who told it) */
+  int32_t code;       /* gbResult_t of that failure */
+  int32_t reserved;
+  char text[240];     /* seenBy's text of the failure, NUL-terminated */
+} gbNetCause_t;
+
 /* The most pollfds one connection lists (see pollFds). */
 #define GB_NET_MAX_POLLFDS 64
 
@@ -71,8 +84,11 @@ typedef struct gbNetOps {
   /* Makes progress; *done = 1 when req finished (then req is freed). */
   gbResult_t (*test)(gbNetReq_t* req, int* done);
   /* Makes a blocked peer see the end at once (shutdown); safe from any thread
-   * while another uses the connection. */
-  void (*shutdown)(gbNetConn_t* c);
+   * while another uses the connection. cause (NULL: none) is what the peer
+   * hears of why; the first shutdown of a connection decides it. tcp tells it
+   * only over shared memory (tcp/conn.c says why); a peer over sockets hears
+   * the end without a cause. */
+  void (*shutdown)(gbNetConn_t* c, const gbNetCause_t* cause);
   void (*close)(gbNetConn_t* c);
 
   /* For gbNetWaitAll. pollFds appends the sockets req's connection waits on
@@ -96,5 +112,21 @@ const gbNetOps_t* gbNetGet(int transport);
  * abandoned with their connections; the message names the peer and group. */
 gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline,
                         const volatile int* abortFlag);
+
+/* Which rank a failure of this thread's requests blames. A transport (or
+ * gbNetWaitAll) that fails notes, with its error text, the cause: seenBy -1
+ * when this rank saw the failure itself (a peer closed without a cause, or
+ * stalled: faultRank is that peer), else the cause a peer relayed with its
+ * shutdown. gbNetFailureCause fills *out and returns 1 when text is the text
+ * of this thread's last noted failure, else returns 0. */
+void gbNetNoteFailure(const char* text, const gbNetCause_t* cause);
+int gbNetFailureCause(const char* text, gbNetCause_t* out);
+/* The error text for a connection that peerRank shut down with cause (group:
+ * "world", ...), ending with what (" (shared memory)", or ""). */
+void gbNetCauseText(char* out, size_t len, const char* group, int peerRank, const gbNetCause_t* cause,
+                    const char* what);
+/* A cause read from a peer made safe to print (text terminated, ranks kept
+ * only when plausible); returns 0 if it is not a cause at all. */
+int gbNetCauseSanitize(gbNetCause_t* cause);
 
 #endif

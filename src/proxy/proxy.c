@@ -66,7 +66,11 @@ static void freeOp(gbProxyOp_t* op) {
 }
 
 static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
-  gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec, p->cfg.abortFlag)
+  /* The stream's own steps (an island step waiting on a stopped peer) time
+   * out after the timeout and name the peer at fault; this wait, begun
+   * earlier, gives them 2 s more so that it never speaks first and blames
+   * nobody. */
+  gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec + 2, p->cfg.abortFlag)
                              : gbSuccess;
   if (res != gbSuccess) {
     if (res == gbTimeout)
@@ -74,7 +78,7 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
                                    "%.0f s (the stream is blocked or busy: an island peer may be stopped, or earlier "
                                    "work on the stream has not finished; raise GPUBRIDGE_TIMEOUT if the job is just "
                                    "slow)",
-                        (unsigned long long)op->seq, p->cfg.timeoutSec);
+                        (unsigned long long)op->seq, p->cfg.timeoutSec + 2);
     return res;
   }
   return runStep(op);

@@ -2,10 +2,19 @@
 itself at start-up (victim 3, and victim 0 which hosts the rendezvous root),
 in the island phase (victim 1, a non-leader) or in the bridge phase (victim
 2, the amd leader). Every survivor must report an error within
-GPUBRIDGE_TIMEOUT + 2 s, and nothing may hang. Also: gbCommAbort from another
-thread, while a collective waits on a stopped peer, returns within 2 s.
+GPUBRIDGE_TIMEOUT + 2 s, and nothing may hang, and its text must name the
+victim: after init, the first rank the text names is the victim, even where
+the survivor first heard of the failure from a healthy rank that shut its
+connections down because of it (the cause travels with the shutdown). Also:
+gbCommAbort from another thread, while a collective waits on a stopped peer,
+returns within 2 s.
 
-    python3 tests/mp/test_faults.py [--only SUBSTRING]
+    python3 tests/mp/test_faults.py [--only SUBSTRING] [--repeat N] [--shm auto|off]
+
+--repeat N runs each selected fault case N times (the order in which a
+survivor hears of a failure varies from run to run); --shm sets GPUBRIDGE_SHM
+(off: every connection is TCP, and a cause travels as a frame, not in the
+shared-memory segment).
 """
 import os
 import re
@@ -23,6 +32,7 @@ LAUNCHER_TIMEOUT = 30
 
 _ERR = re.compile(r"^error after (\d+(?:\.\d+)?) s: (.*)$")
 _VICTIM = re.compile(r"^victim pid (\d+) raises")
+_RANK = re.compile(r"\brank (\d+)\b")
 
 # (phase, victim, signal)
 SCENARIOS = [
@@ -33,8 +43,11 @@ SCENARIOS = [
 ]
 
 
+SHM = sys.argv[sys.argv.index("--shm") + 1] if "--shm" in sys.argv else None
+
+
 def fault_env(timeout=TIMEOUT):
-    return harness.clean_env(GPUBRIDGE_TIMEOUT=timeout)
+    return harness.clean_env(GPUBRIDGE_TIMEOUT=timeout, GPUBRIDGE_SHM=SHM)
 
 
 def reported(lines, r):
@@ -62,10 +75,14 @@ def kill_victim(pid):
             pass
 
 
-def check_survivors(suite, name, lines, survivors, detail, after_init=False):
-    """after_init: the survivors' text (gbGetLastError(comm) after the failed
-    all-reduce) must be the communicator's first failure, not a side effect
-    of this rank's own abort (its connections shut down by this rank)."""
+def check_survivors(suite, name, lines, survivors, detail, victim, after_init=False):
+    """Every survivor's text names the victim. after_init: the text
+    (gbGetLastError(comm) after the failed all-reduce) must be the
+    communicator's first failure, not a side effect of this rank's own abort
+    (its connections shut down by this rank), and the first rank it names is
+    the victim, never a healthy rank that only shut down after the victim
+    failed. At start-up a survivor may name itself first ("rank 1 could not
+    reach the rendezvous root ... check that rank 0 ... is running")."""
     for r in survivors:
         line = reported(lines, r) or ""
         m = _ERR.match(line)
@@ -75,9 +92,13 @@ def check_survivors(suite, name, lines, survivors, detail, after_init=False):
         secs, text = float(m.group(1)), m.group(2)
         suite.check(secs <= LIMIT, "%s: rank %d reports within %d s (%.2f s)" % (name, r, LIMIT, secs), line)
         suite.check(text and text != "(empty error text)", "%s: rank %d's error has a text" % (name, r), line)
+        named = [int(x) for x in _RANK.findall(text)]
+        suite.check(victim in named, "%s: rank %d's error names the victim, rank %d" % (name, r, victim), line)
         if after_init:
             suite.check("by this rank" not in text,
                         "%s: rank %d's error is its first failure, not a side effect of its abort" % (name, r), line)
+            suite.check(named[:1] == [victim], "%s: rank %d's error blames the victim, rank %d, first" % (name, r, victim),
+                        line)
 
 
 def keep_going_case(suite, phase, victim, sig, launcher_kills):
@@ -97,7 +118,7 @@ def keep_going_case(suite, phase, victim, sig, launcher_kills):
     print("%s: rc %s, %.1f s; %s" % (name, res.rc, res.elapsed,
                                      "; ".join("[%d] %s" % (r, reported(lines, r)) for r in survivors)), flush=True)
     suite.check(victim_pid(lines, victim) is not None, name + ": the victim signalled itself", detail)
-    check_survivors(suite, name, lines, survivors, detail, after_init=phase != "startup")
+    check_survivors(suite, name, lines, survivors, detail, victim, after_init=phase != "startup")
     suite.check(not res.timed_out and res.rc != 0, name + ": the job ends, with a failure", detail)
     if launcher_kills:
         suite.check(res.rc == 124, name + ": the launcher's --timeout stops the stopped victim (exit 124)", detail)
@@ -152,12 +173,14 @@ def abort_case(suite):
 
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
     harness.require_built("rank_faults")
     suite = harness.Suite("faults")
     for phase, victim, sig in SCENARIOS:
         launcher_kills = (phase, sig) == ("bridge", "STOP")
         if not only or only in "%s %d %s" % (phase, victim, sig):
-            keep_going_case(suite, phase, victim, sig, launcher_kills)
+            for _ in range(repeat):
+                keep_going_case(suite, phase, victim, sig, launcher_kills)
     if not only or only == "fail-fast":
         fail_fast_case(suite, "island", 1, "KILL", 128 + signal.SIGKILL)
         fail_fast_case(suite, "bridge", 2, "STOP", None)

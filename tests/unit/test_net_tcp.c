@@ -399,7 +399,7 @@ static void* aborterMain(void* arg) {
   struct timespec ts = {0, 200 * 1000000};
   nanosleep(&ts, NULL);
   a->firedAt = gbClockNowNs();
-  if (a->shutConn) net->shutdown(a->shutConn);
+  if (a->shutConn) net->shutdown(a->shutConn, NULL);
   else __atomic_store_n(&a->abortFlag, 1, __ATOMIC_RELAXED);
   return NULL;
 }

@@ -66,10 +66,28 @@ fail:
   return res;
 }
 
-void gbNetTcpShutdown(gbNetConn_t* c) {
+gbResult_t gbNetTcpConnFail(gbNetConn_t* c, gbResult_t code, const char* text, const gbNetCause_t* blame) {
+  if (c->err == gbSuccess) {
+    c->err = code;
+    snprintf(c->errMsg, sizeof(c->errMsg), "%s", text);
+    c->blamed = blame != NULL;
+    if (blame) c->blame = *blame;
+    gbErrorSet(c->err, "%s", c->errMsg);
+  } else {
+    gbErrorRecord(c->errMsg); /* logged once, when it happened */
+  }
+  if (c->blamed) gbNetNoteFailure(gbErrorLast(), &c->blame);
+  return c->err;
+}
+
+/* Over TCP the cause is not sent: the sockets carry headerless pieces whose
+ * sizes both sides know, so bytes after the data could complete a receive
+ * the peer posted; the peer hears the end without a cause. A same-host peer
+ * reads it from the shared-memory segment. */
+void gbNetTcpShutdown(gbNetConn_t* c, const gbNetCause_t* cause) {
   if (c == NULL) return;
-  atomic_store(&c->shut, 1);
-  gbNetTcpShmShutdown(c);
+  /* The first shutdown tells the cause; later ones only repeat the end. */
+  if (atomic_exchange(&c->shut, 1) == 0) gbNetTcpShmShutdown(c, cause);
   /* shutdown() (not close) is safe while another thread polls these fds. */
   for (int i = 0; i < c->nsocks; i++) shutdown(c->socks[i].fd, SHUT_RDWR);
 }

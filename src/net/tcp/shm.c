@@ -45,8 +45,9 @@ typedef struct {
   char pad0[56];
   _Atomic uint64_t tail; /* bytes read, by the consumer */
   char pad1[56];
-  _Atomic int closed;    /* either side shut down */
+  _Atomic int closed;    /* the producer shut down; cause is set first */
   char pad2[60];
+  gbNetCause_t cause;    /* why the producer shut down (faultRank -1: not told) */
 } ringCtl_t;
 
 /* The segment's first bytes: proof that the peer opened the offered one. */
@@ -220,20 +221,32 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volati
   return res;
 }
 
-static gbResult_t failConn(gbNetConn_t* c, gbResult_t code, const char* why) {
-  if (c->err == gbSuccess) {
-    c->err = code;
-    snprintf(c->errMsg, sizeof(c->errMsg), "%s: %s (rank %d, shared memory)", c->group, why, c->peerRank);
+/* The peer's end, as this rank sees it: with the cause it left in the
+ * segment (relayed: it names the rank that failed first), or without one
+ * (the peer died, or did not say). */
+static gbResult_t peerGone(gbNetConn_t* c, int closed) {
+  char msg[sizeof(c->errMsg)];
+  gbNetCause_t k;
+  if (atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) {
+    memcpy(&k, &c->shm->rx->cause, sizeof(k));
+    if (gbNetCauseSanitize(&k)) {
+      gbNetCauseText(msg, sizeof(msg), c->group, c->peerRank, &k, " (shared memory)");
+      return gbNetTcpConnFail(c, gbRemoteError, msg, &k);
+    }
+    closed = 1;
   }
-  return gbErrorSet(c->err, "%s", c->errMsg);
+  snprintf(msg, sizeof(msg), "%s: rank %d %s without telling why (%s; see its log) (shared memory)", c->group,
+           c->peerRank, closed ? "shut the connection down" : "closed the connection",
+           closed ? "it failed" : "it died or was killed");
+  k = (gbNetCause_t){.faultRank = c->peerRank, .seenBy = -1, .code = gbRemoteError};
+  return gbNetTcpConnFail(c, gbRemoteError, msg, &k);
 }
 
 /* Whether the peer still holds its end of socket 0. */
 static gbResult_t checkPeer(gbNetConn_t* c) {
   char b;
   ssize_t n = recv(c->socks[0].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-    return failConn(c, gbRemoteError, "the peer closed the connection (it failed or was aborted; see its log)");
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return peerGone(c, 0);
   return gbSuccess;
 }
 
@@ -265,10 +278,16 @@ static size_t recvSome(gbNetShm_t* s, gbNetReq_t* r) {
 
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
   gbNetShm_t* s = c->shm;
-  if (atomic_load(&c->shut)) return failConn(c, gbRemoteError, "the connection was shut down by this rank (aborted)");
+  if (c->err != gbSuccess) return gbNetTcpConnFail(c, c->err, c->errMsg, NULL);
+  if (atomic_load(&c->shut)) {
+    char msg[sizeof(c->errMsg)];
+    snprintf(msg, sizeof(msg), "%s: the connection was shut down by this rank (aborted) (rank %d, shared memory)",
+             c->group, c->peerRank);
+    return gbNetTcpConnFail(c, gbRemoteError, msg, NULL);
+  }
   /* A peer that shut down may have left data in the ring (as TCP keeps what
    * arrived before the end): drain first, fail only when nothing moves. */
-  int peerClosed = atomic_load(&s->tx->closed) || atomic_load(&s->rx->closed);
+  int peerClosed = atomic_load_explicit(&s->rx->closed, memory_order_acquire);
   size_t moved = 0;
   for (int dir = 0; dir < 2; dir++) {
     for (gbNetReq_t* r = c->head[dir]; r != NULL; r = r->next) {
@@ -283,13 +302,17 @@ gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
     c->idle = 0;
     return gbSuccess;
   }
-  if (peerClosed) return failConn(c, gbRemoteError, "the peer shut the connection down");
+  if (peerClosed) return peerGone(c, 1);
   if (++c->idle % IDLE_CHECK_EVERY == 0) GB_CHECK(checkPeer(c));
   return gbSuccess; /* gbNetWaitAll backs off (yields, then sleeps) between passes */
 }
 
-void gbNetTcpShmShutdown(gbNetConn_t* c) {
-  if (c->shm) atomic_store(&c->shm->tx->closed, 1);
+void gbNetTcpShmShutdown(gbNetConn_t* c, const gbNetCause_t* cause) {
+  if (!c->shm) return;
+  /* Only the first shutdown comes here (conn.c), so the peer never reads a
+   * cause being written: closed's release store publishes it. */
+  if (cause) memcpy(&c->shm->tx->cause, cause, sizeof(*cause));
+  atomic_store_explicit(&c->shm->tx->closed, 1, memory_order_release);
 }
 
 void gbNetTcpShmClose(gbNetConn_t* c) {

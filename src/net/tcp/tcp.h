@@ -47,7 +47,9 @@ struct gbNetConn {
   unsigned idle;        /* shared-memory progress calls that moved nothing */
   atomic_int shut;      /* shutdown() was called (maybe from another thread) */
   gbResult_t err;       /* sticky: every later call returns it */
-  char errMsg[320];
+  char errMsg[512];
+  int blamed;           /* blame is set: the cause behind err (gbNetNoteFailure) */
+  gbNetCause_t blame;
 };
 
 gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint64_t commHash,
@@ -62,7 +64,7 @@ void gbNetTcpListenerClose(gbNetListener_t* l);
 gbResult_t gbNetTcpConnCreate(const int* fds, int nsocks, gbNetLabel_t label, gbNetConn_t** out);
 gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
                            gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
-void gbNetTcpShutdown(gbNetConn_t* c);
+void gbNetTcpShutdown(gbNetConn_t* c, const gbNetCause_t* cause);
 void gbNetTcpClose(gbNetConn_t* c);
 
 gbResult_t gbNetTcpIsend(gbNetConn_t* c, const void* buf, size_t bytes, gbNetReq_t** req);
@@ -77,8 +79,15 @@ gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatil
 gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag);
 /* Moves what the rings allow for the queued requests, both directions. */
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c);
-void gbNetTcpShmShutdown(gbNetConn_t* c);
+/* Leaves cause (may be NULL) in the segment for the peer, then marks our
+ * ring closed. */
+void gbNetTcpShmShutdown(gbNetConn_t* c, const gbNetCause_t* cause);
 void gbNetTcpShmClose(gbNetConn_t* c);
+
+/* Records the connection's sticky error once (text) with whom it blames
+ * (NULL: nobody, e.g. this rank's own shutdown), and notes it for
+ * gbNetFailureCause. Returns the error. */
+gbResult_t gbNetTcpConnFail(gbNetConn_t* c, gbResult_t code, const char* text, const gbNetCause_t* blame);
 
 /* Frees a request (to the connection's free list). */
 void gbNetTcpReqFree(gbNetConn_t* c, gbNetReq_t* r);

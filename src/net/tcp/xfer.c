@@ -14,36 +14,34 @@
 /* Freed requests kept per connection for reuse. */
 #define FREE_KEEP 16
 
-static gbResult_t sticky(gbNetConn_t* c) {
-  gbErrorRecord(c->errMsg);
-  return c->err;
-}
+static gbResult_t sticky(gbNetConn_t* c) { return gbNetTcpConnFail(c, c->err, c->errMsg, NULL); }
 
 static const char* dirWord(int dir) { return dir == GB_DIR_SEND ? "sending" : "receiving"; }
 
 /* Records the connection's error once; every later call returns it. */
 static gbResult_t fail(gbNetConn_t* c, const gbNetReq_t* r, const char* err, int e) {
+  char msg[sizeof(c->errMsg)];
+  gbNetCause_t peer = {.faultRank = c->peerRank, .seenBy = -1, .code = gbRemoteError};
   if (atomic_load(&c->shut)) {
-    c->err = gbRemoteError;
-    snprintf(c->errMsg, sizeof(c->errMsg),
+    snprintf(msg, sizeof(msg),
              "%s: the connection to rank %d was shut down by this rank (aborted) while it was %s %zu bytes",
              c->group, c->peerRank, dirWord(r->dir), r->bytes);
-  } else if (e == 0) {
-    c->err = gbRemoteError;
-    snprintf(c->errMsg, sizeof(c->errMsg),
-             "%s: rank %d closed the connection while this rank was %s %zu bytes (it failed or was "
-             "aborted; see its log)", c->group, c->peerRank, dirWord(r->dir), r->bytes);
-  } else if (e == ECONNRESET || e == EPIPE) {
-    c->err = gbRemoteError;
-    snprintf(c->errMsg, sizeof(c->errMsg),
-             "%s: rank %d closed the connection (%s) while this rank was %s %zu bytes (it failed or "
-             "was aborted; see its log)", c->group, c->peerRank, err, dirWord(r->dir), r->bytes);
-  } else {
-    c->err = gbSystemError;
-    snprintf(c->errMsg, sizeof(c->errMsg), "%s: the connection to rank %d failed while this rank was %s %zu bytes: %s",
-             c->group, c->peerRank, dirWord(r->dir), r->bytes, err);
+    return gbNetTcpConnFail(c, gbRemoteError, msg, NULL);
   }
-  return gbErrorSet(c->err, "%s", c->errMsg);
+  if (e == 0 || e == ECONNRESET || e == EPIPE) {
+    char how[160] = "";
+    if (e != 0) snprintf(how, sizeof(how), " (%s)", err);
+    /* No cause came with the end: the peer died (killed, crashed) or is of a
+     * build that does not tell. */
+    snprintf(msg, sizeof(msg),
+             "%s: rank %d closed the connection%s while this rank was %s %zu bytes (it died, or failed "
+             "without telling why; see its log)", c->group, c->peerRank, how, dirWord(r->dir), r->bytes);
+    return gbNetTcpConnFail(c, gbRemoteError, msg, &peer);
+  }
+  snprintf(msg, sizeof(msg), "%s: the connection to rank %d failed while this rank was %s %zu bytes: %s",
+           c->group, c->peerRank, dirWord(r->dir), r->bytes, err);
+  peer.code = gbSystemError;
+  return gbNetTcpConnFail(c, gbSystemError, msg, &peer);
 }
 
 /* Moves as much as the socket takes without blocking, in one direction. */
