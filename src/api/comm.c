@@ -5,10 +5,14 @@
 #include "api/api.h"
 #include "base/result.h"
 
-gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
+/* The error for a comm that is NULL or not in the registry of live ones. */
+static gbResult_t notLive(const char* fn, gbComm_t comm) {
   if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
-  if (!gbCommIsValid(comm))
-    return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)", fn);
+  return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)", fn);
+}
+
+gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
+  if (!gbCommIsValid(comm)) return notLive(fn, comm);
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);
@@ -37,7 +41,7 @@ const char* gbGetLastError(gbComm_t comm) {
 }
 
 gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
-  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: comm is not a live communicator");
+  if (!gbCommIsValid(comm)) return notLive("gbCommGetAsyncError", comm);
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) *asyncError = gbInProgress;
   else *asyncError = (gbResult_t)comm->asyncError;
@@ -46,7 +50,8 @@ gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
 }
 
 gbResult_t gbCommCount(const gbComm_t comm, int* count) {
-  if (!gbCommIsValid(comm) || !count) return gbErrorSet(gbInvalidArgument, "gbCommCount: invalid comm or count");
+  if (!gbCommIsValid(comm)) return notLive("gbCommCount", comm);
+  if (!count) return gbErrorSet(gbInvalidArgument, "gbCommCount: count is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
   *count = comm->nranks;
@@ -54,7 +59,8 @@ gbResult_t gbCommCount(const gbComm_t comm, int* count) {
 }
 
 gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
-  if (!gbCommIsValid(comm) || !rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: invalid comm or rank");
+  if (!gbCommIsValid(comm)) return notLive("gbCommUserRank", comm);
+  if (!rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: rank is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
   *rank = comm->rank;
@@ -62,8 +68,8 @@ gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
 }
 
 gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
-  if (!gbCommIsValid(comm) || !topology)
-    return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: invalid comm or topology");
+  if (!gbCommIsValid(comm)) return notLive("gbCommGetTopology", comm);
+  if (!topology) return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: topology is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
   *topology = comm->pub;
@@ -71,7 +77,7 @@ gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
 }
 
 gbResult_t gbCommFinalize(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommFinalize: comm is not a live communicator");
+  if (!gbCommIsValid(comm)) return notLive("gbCommFinalize", comm);
   int state = __atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE);
   if (state == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
@@ -85,7 +91,7 @@ gbResult_t gbCommFinalize(gbComm_t comm) {
 }
 
 gbResult_t gbCommDestroy(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommDestroy: comm is not a live communicator");
+  if (!gbCommIsValid(comm)) return notLive("gbCommDestroy", comm);
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) {
     /* Destroying a communicator still initializing: stop its init. */
     gbErrorSet(gbRemoteError, "the communicator was destroyed while it was initializing");
@@ -99,7 +105,7 @@ gbResult_t gbCommDestroy(gbComm_t comm) {
 }
 
 gbResult_t gbCommAbort(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return gbErrorSet(gbInvalidArgument, "gbCommAbort: comm is not a live communicator");
+  if (!gbCommIsValid(comm)) return notLive("gbCommAbort", comm);
   gbErrorSet(gbRemoteError, "the communicator was aborted (gbCommAbort)");
   gbCommFail(comm, gbRemoteError);
   gbCommFree(comm);

@@ -29,10 +29,10 @@ static void refused(gbComm_t comm, const char* what, void* stream) {
   float buf[4] = {1, 2, 3, 4};
   gbResult_t r = gbCommCount(comm, &n);
   CHECK(r == gbInvalidArgument && n == -7, "%s: gbCommCount returned %d (count %d)", what, (int)r, n);
-  checkText(what, "gbCommCount", "comm");
+  checkText(what, "gbCommCount", "not a live communicator");
   r = gbCommUserRank(comm, &rank);
   CHECK(r == gbInvalidArgument && rank == -7, "%s: gbCommUserRank returned %d (rank %d)", what, (int)r, rank);
-  checkText(what, "gbCommUserRank", "comm");
+  checkText(what, "gbCommUserRank", "not a live communicator");
   r = gbAllReduce(buf, buf, 4, gbFloat32, gbSum, comm, stream);
   CHECK(r == gbInvalidArgument, "%s: gbAllReduce returned %d", what, (int)r);
   checkText(what, "gbAllReduce", "not a live communicator");
