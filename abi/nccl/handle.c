@@ -1,10 +1,29 @@
 /* The ncclComm_t handles this library gives programs: made around a
  * gpubridge communicator, checked on every call, retired (never freed) by
  * destroy and abort (abi.h says why). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "abi.h"
+
+/* Retired handles stay listed here, so that they stay reachable memory that
+ * the process still owns (not a leak to a leak checker) for as long as a
+ * stale ncclComm_t may be passed in. */
+static pthread_mutex_t retiredLock = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t* retired;
+static size_t retiredCount, retiredCap;
+
+static void keepRetired(ncclComm_t comm) {
+  pthread_mutex_lock(&retiredLock);
+  if (retiredCount == retiredCap) {
+    size_t cap = retiredCap ? 2 * retiredCap : 16;
+    ncclComm_t* grown = realloc(retired, cap * sizeof(*grown));
+    if (grown) retired = grown, retiredCap = cap;
+  }
+  if (retiredCount < retiredCap) retired[retiredCount++] = comm; /* else: out of memory, stays unlisted */
+  pthread_mutex_unlock(&retiredLock);
+}
 
 gbResult_t gbNcclCommNew(int cudaDev, const char* name, ncclComm_t* out) {
   struct ncclComm* c = calloc(1, sizeof(*c));
@@ -42,6 +61,7 @@ gbResult_t gbNcclCommRetire(const char* fn, ncclComm_t comm, gbComm_t* gb) {
   unsigned live = GB_NCCL_COMM_LIVE;
   if (!atomic_compare_exchange_strong(&comm->magic, &live, GB_NCCL_COMM_DEAD)) return notLive(fn, comm, live);
   *gb = atomic_exchange(&comm->gb, NULL);
+  keepRetired(comm);
   return gbSuccess;
 }
 

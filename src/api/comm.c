@@ -16,8 +16,9 @@ gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);
-  if (comm->asyncError != gbSuccess)
-    return gbErrorSet((gbResult_t)comm->asyncError, "%s: the communicator has failed earlier (%s); destroy or abort it",
+  gbResult_t failed = gbCommAsyncError(comm);
+  if (failed != gbSuccess)
+    return gbErrorSet(failed, "%s: the communicator has failed earlier (%s); destroy or abort it",
                       fn, comm->errorText);
   return gbSuccess;
 }
@@ -31,7 +32,7 @@ const char* gbGetErrorString(gbResult_t result) { return gbResultString(result);
 const char* gbGetLastError(gbComm_t comm) {
   if (comm && gbCommIsValid(comm)) {
     pthread_mutex_lock(&comm->errorLock);
-    int failed = comm->asyncError != gbSuccess && comm->errorText[0] != '\0';
+    int failed = gbCommAsyncError(comm) != gbSuccess && comm->errorText[0] != '\0';
     pthread_mutex_unlock(&comm->errorLock);
     if (failed) return comm->errorText;
   }
@@ -82,10 +83,10 @@ gbResult_t gbCommFinalize(gbComm_t comm) {
   if (state == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
                                       "gbCommGetAsyncError, or destroy or abort it");
-  if (state == GB_INIT_FAILED) return (gbResult_t)comm->asyncError;
+  if (state == GB_INIT_FAILED) return gbCommAsyncError(comm);
   __atomic_add_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
   gbResult_t res = gbProxyDrain(comm->proxy, gbDeadlineIn(comm->settings.timeoutSec));
-  if (res != gbSuccess && comm->asyncError != gbSuccess) gbErrorRecord(comm->errorText);
+  if (res != gbSuccess && gbCommAsyncError(comm) != gbSuccess) gbErrorRecord(comm->errorText);
   __atomic_sub_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
   return res;
 }

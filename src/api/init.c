@@ -49,10 +49,8 @@ static gbResult_t runInit(initArgs_t* a) {
   gbResult_t res = gbCommInitCore(a->comm, a->nranks, &a->id, a->rank, a->localRank, a->hasConfig ? &a->config : NULL);
   if (res != gbSuccess) {
     pthread_mutex_lock(&a->comm->errorLock);
-    if (a->comm->asyncError == gbSuccess) { /* an abort's error came first */
-      a->comm->asyncError = res;
-      snprintf(a->comm->errorText, sizeof(a->comm->errorText), "%s", gbErrorLast());
-    }
+    if (gbCommAsyncError(a->comm) == gbSuccess) /* an abort's error came first */
+      gbCommSetAsyncError(a->comm, res, gbErrorLast());
     pthread_mutex_unlock(&a->comm->errorLock);
   }
   /* Release: a thread that sees "done" also sees everything init built. */

@@ -4,6 +4,7 @@
 #define GB_CORE_COMM_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "algo/algo.h"
@@ -119,7 +120,7 @@ struct gbComm {
 
   volatile int abortFlag;
   int callsInFlight;        /* threads inside gbCommFinalize (abort waits for them) */
-  volatile int asyncError;  /* gbResult_t; first failure wins */
+  int asyncError;           /* gbResult_t; first failure wins: gbCommAsyncError, set with errorLock held */
   volatile int initState;
   pthread_t initThread;
   int initThreadStarted;
@@ -240,5 +241,17 @@ gbResult_t gbCommEnqueueEnd(gbComm_t comm, void* stream, int queued, gbResult_t 
 /* A count-0 collective: a no-op (as NCCL) unless the call check is on; then
  * it takes part in the check like any call (enqueue.c). */
 gbResult_t gbCommEnqueueEmpty(gbComm_t comm, const gbCommCall_t* call, void* stream);
+
+/* The first failure, read without the lock from any thread. Acquire pairs
+ * with the release in gbCommSetAsyncError: a reader that sees a failure also
+ * sees its whole errorText, which is written before. */
+static inline gbResult_t gbCommAsyncError(gbComm_t comm) {
+  return (gbResult_t)__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+}
+/* Records res as the first failure (errorLock held): the text, then the code. */
+static inline void gbCommSetAsyncError(gbComm_t comm, gbResult_t res, const char* text) {
+  snprintf(comm->errorText, sizeof(comm->errorText), "%s", text);
+  __atomic_store_n(&comm->asyncError, (int)res, __ATOMIC_RELEASE);
+}
 
 #endif

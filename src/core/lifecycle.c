@@ -36,9 +36,8 @@ static void settleCause(gbComm_t c, gbResult_t res) {
 
 void gbCommFail(gbComm_t c, gbResult_t res) {
   pthread_mutex_lock(&c->errorLock);
-  if (c->asyncError == gbSuccess) {
-    c->asyncError = res;
-    snprintf(c->errorText, sizeof(c->errorText), "%s", gbErrorLast());
+  if (gbCommAsyncError(c) == gbSuccess) {
+    gbCommSetAsyncError(c, res, gbErrorLast());
     settleCause(c, res);
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
@@ -78,7 +77,7 @@ void gbCommFree(gbComm_t c) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
-  int failed = c->asyncError != gbSuccess || c->abortFlag;
+  int failed = gbCommAsyncError(c) != gbSuccess || c->abortFlag;
   /* A failed island is aborted before the streams are drained: a vendor
    * library's kernels may wait for a dead peer, and nothing else ends them. */
   if (failed && c->islandComm && c->islandComm->ops->abort) c->islandComm->ops->abort(c->islandComm);

@@ -25,6 +25,68 @@ _JOB_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK
              "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
 
 
+# Sanitizer builds (tests/sanitizers/README.md): a report in any rank or tool
+# fails the suite even where the test expected that process to fail, because
+# exit codes alone cannot tell a sanitizer's exit from an expected error.
+SANITIZER_REPORT = re.compile(r"ERROR: (?:AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer"
+                              r"|ThreadSanitizer: (?!reported)|:\d+(?::\d+)?: runtime error: "
+                              r"|SUMMARY: UndefinedBehaviorSanitizer")
+_sanitizer_reports = []  # (command, report excerpt), printed and counted by Suite.done
+
+# Deadlines of harness waits (and of tests that use scaled()) are multiplied by
+# GB_TEST_TIME_SCALE, set by the sanitizer targets: instrumented code runs slower.
+TIME_SCALE = float(os.environ.get("GB_TEST_TIME_SCALE") or 1)
+
+
+def scaled(seconds):
+    """A deadline in seconds, stretched by GB_TEST_TIME_SCALE."""
+    return seconds * TIME_SCALE
+
+
+def scan_sanitizer(cmd, text):
+    """Records every sanitizer report in text (output of cmd); returns True if any."""
+    lines = text.splitlines()
+    hits = [i for i, line in enumerate(lines) if SANITIZER_REPORT.search(line)]
+    if not hits:
+        return False
+    excerpt = "\n".join(lines[max(0, hits[0] - 2):hits[0] + 60])
+    _sanitizer_reports.append((" ".join(str(c) for c in cmd), excerpt))
+    print("SANITIZER REPORT in: %s\n%s" % (" ".join(str(c) for c in cmd), excerpt), flush=True)
+    return True
+
+
+def sanitizer_runtime():
+    """The sanitizer runtime (libasan, libtsan) the built library links, or None.
+    It must come first in LD_PRELOAD whenever the library is preloaded."""
+    lib = os.path.join(BUILD_DIR, "lib", "libgpubridge.so")
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"lib[at]san\.so[.\d]* => (\S+)", out)
+    return m.group(1) if m else None
+
+
+def preload(*libs):
+    """An LD_PRELOAD value for libs, led by the sanitizer runtime in sanitizer builds."""
+    rt = sanitizer_runtime()
+    return " ".join(([rt] if rt else []) + list(libs))
+
+
+def python_env(env):
+    """env for a python that loads the built library with ctypes: in a
+    sanitizer build the runtime is preloaded (it must come first), and leak
+    checking is off in that process (the interpreter's own allocations at exit
+    are not the library's; the C suites check the library's leaks)."""
+    rt = sanitizer_runtime()
+    if not rt:
+        return env
+    env = dict(env, LD_PRELOAD=preload())
+    if "libasan" in rt:
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return env
+
+
 def launcher():
     return os.path.join(BUILD_DIR, "bin", "gpubridge-run")
 
@@ -93,6 +155,7 @@ class Result:
     def __init__(self, cmd, rc, out, err, elapsed, timed_out):
         self.cmd, self.rc, self.out, self.err = cmd, rc, out, err
         self.elapsed, self.timed_out = elapsed, timed_out
+        self.sanitizer = scan_sanitizer(cmd, out + "\n" + err)
 
     def lines(self):
         """{rank: [lines]} of stdout and stderr together."""
@@ -121,7 +184,8 @@ def launch_cmd(n, prog_args, vendors=None, keep_going=False, timeout=None, port=
 
 
 def run(cmd, env, timeout):
-    """Runs cmd to completion or timeout seconds (then kills its process group)."""
+    """Runs cmd to completion or timeout seconds (scaled; then kills its process group)."""
+    timeout = scaled(timeout)
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
@@ -191,13 +255,13 @@ class LiveJob:
                     t.join(timeout=10)
                 return "yes" if cond(self.lines()) else "ended"
             return None
-        return wait_until(check, timeout) == "yes"
+        return wait_until(check, scaled(timeout)) == "yes"
 
     def finish(self, timeout):
         """Waits for the job to end (killing its group at the deadline); returns a Result."""
         timed_out = False
         try:
-            self.p.wait(timeout=timeout)
+            self.p.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(self.p)
@@ -227,6 +291,8 @@ class Suite:
         return ok
 
     def done(self):
+        for cmd, _ in _sanitizer_reports:
+            self.check(False, "no sanitizer report (see SANITIZER REPORT above) in: " + cmd)
         print("%s: %.1f s" % (self.name, time.monotonic() - self.t0))
         print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         sys.exit(0 if self.failed == 0 and self.passed > 0 else 1)

@@ -62,5 +62,8 @@ int main(int argc, char** argv) {
   printf("ok after %.2f s\n", nowS() - t0);
   fflush(stdout);
   CHECK_GB(gbCommDestroy(comm));
+  CHECK_GB(gbMemFree(buf));
+  CHECK_GB(gbStreamDestroy(stream));
+  free(host);
   return 0;
 }

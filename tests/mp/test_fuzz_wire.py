@@ -440,7 +440,7 @@ def insider_case(suite, tmp, name, probe):
     tag = trials.new_tag()
     env = trials.tagged_env(tag, GPUBRIDGE_DEBUG="INFO", GPUBRIDGE_DEBUG_FILE=os.path.join(logdir, "log.%p"),
                             GPUBRIDGE_TIMEOUT=4, GPUBRIDGE_CHUNK_BYTES="64K", GPUBRIDGE_RING_MIN_BYTES="4K")
-    host = subprocess.Popen([sys.executable, "-c", ROOT_HOST, lib], env=env, stdin=subprocess.PIPE,
+    host = subprocess.Popen([sys.executable, "-c", ROOT_HOST, lib], env=harness.python_env(env), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         first = host.stdout.readline().split()

@@ -113,9 +113,10 @@ gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint6
     pthread_cond_destroy(&l->filedCond);
     close(l->wakeFd);
     gbSockClose(l->fd);
+    res = gbErrorSet(gbSystemError, "cannot start the thread that serves the listener on %s: %s",
+                     l->addrText, strerror_r(err, eb, sizeof(eb)));
     freeListener(l);
-    return gbErrorSet(gbSystemError, "cannot start the thread that serves the listener on %s: %s", l->addrText,
-                      strerror_r(err, eb, sizeof(eb)));
+    return res;
   }
   GB_INFO(GB_LOG_NET, "listening for peers on %s", l->addrText);
   *out = l;
