@@ -45,7 +45,7 @@ gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
   if (!gbCommIsValid(comm)) return notLive("gbCommGetAsyncError", comm);
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) *asyncError = gbInProgress;
-  else *asyncError = (gbResult_t)comm->asyncError;
+  else *asyncError = gbCommAsyncError(comm);
   if (*asyncError != gbSuccess && *asyncError != gbInProgress) gbErrorRecord(comm->errorText);
   return gbSuccess;
 }

@@ -101,38 +101,16 @@ static void note(char* problem, size_t len, const char* fmt, ...) {
 
 static const char* envText(const char* name) { return getenv(name) ? getenv(name) : ""; }
 
-/* How long a process with a problem tries to reach the root to report it
- * (it may start a little before rank 0); past that it fails alone. */
-#define REPORT_CONNECT_SECONDS 10.0
-
 /* Tells the root (when it can be reached) why this process cannot join. */
-static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, const char* problem, int canReach,
-                                int hostsRoot) {
-  double timeoutSec = (double)gbParamInt(GB_PARAM_TIMEOUT);
+static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, const char* problem, int canReach) {
   int heard = 0;
   gbResult_t res = gbSuccess;
-  char rootText[96] = "";
   if (canReach) {
-    gbProbe_t rep;
-    memset(&rep, 0, sizeof(rep));
-    rep.magic = GB_PROBE_MAGIC;
-    rep.version = GB_PROBE_VERSION;
-    rep.kind = GB_PROBE_REPORT;
-    rep.rank = rankKnown ? rank : -1;
-    rep.nranks = e->nranks;
-    rep.pid = (int32_t)getpid();
-    rep.libVersion = GB_VERSION_CODE;
-    rep.localRank = e->localRank;
-    rep.hostId = gbHostId();
-    rep.gpuIndex = -1;
-    snprintf(rep.host, sizeof(rep.host), "%s", gbHostName());
-    snprintf(rep.problems, sizeof(rep.problems), "%s", problem);
-    rep.settings.timeoutSec = (int32_t)timeoutSec;
+    char rootText[96];
     gbSockAddrString(&e->id.root, rootText, sizeof(rootText));
     GB_INFO(GB_LOG_INIT, "gbCommInitFromEnv: %s; telling the rendezvous root at %s", problem, rootText);
-    res = gbBootReport(&e->id, &rep, REPORT_CONNECT_SECONDS, timeoutSec, &heard);
-    /* The root this process hosts must send every verdict before we leave. */
-    if (hostsRoot) gbBootRootWait(gbBootIdHash(&e->id), gbDeadlineIn(timeoutSec), NULL);
+    res = gbBootReport(&e->id, rankKnown ? rank : -1, e->nranks, e->localRank, problem,
+                       (double)gbParamInt(GB_PARAM_TIMEOUT), &heard);
   }
   if (heard) return res;
   if (canReach)
@@ -258,7 +236,7 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
       canReach = taken;
     }
   }
-  if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach, hostsRoot);
+  if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach);
 
   GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s:%d%s", out->rank, out->nranks, l->launcher,
           addr, port, hostsRoot ? " (hosted here)" : "");

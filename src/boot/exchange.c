@@ -1,7 +1,9 @@
 #include "boot/exchange.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/result.h"
@@ -119,18 +121,40 @@ gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double ti
   return gbSuccess;
 }
 
-gbResult_t gbBootReport(const gbBootId_t* id, const gbProbe_t* report, double connectSec, double timeoutSec,
-                        int* heardOut) {
+gbResult_t gbBootReport(const gbBootId_t* id, int rank, int nranks, int localRank, const char* problem,
+                        double timeoutSec, int* heardOut) {
   *heardOut = 0;
+  gbProbe_t rep;
+  memset(&rep, 0, sizeof(rep));
+  rep.magic = GB_PROBE_MAGIC;
+  rep.version = GB_PROBE_VERSION;
+  rep.kind = GB_PROBE_REPORT;
+  rep.rank = rank;
+  rep.nranks = nranks;
+  rep.pid = (int32_t)getpid();
+  rep.libVersion = GB_VERSION_CODE;
+  rep.localRank = localRank;
+  rep.hostId = gbHostId();
+  rep.gpuIndex = -1;
+  snprintf(rep.host, sizeof(rep.host), "%s", gbHostName());
+  snprintf(rep.problems, sizeof(rep.problems), "%s", problem);
+  rep.settings.timeoutSec = (int32_t)timeoutSec;
   char rootText[96];
   gbSockAddrString(&id->root, rootText, sizeof(rootText));
-  gbDeadline_t connectBy = gbDeadlineIn(connectSec < timeoutSec ? connectSec : timeoutSec);
-  gbDeadline_t verdictBy = gbDeadlineIn(timeoutSec + VERDICT_GRACE_SECONDS);
+  double connectSec = GB_BOOT_REPORT_CONNECT_SECONDS < timeoutSec ? GB_BOOT_REPORT_CONNECT_SECONDS : timeoutSec;
+  double verdictSec = timeoutSec + VERDICT_GRACE_SECONDS;
+  if (verdictSec > connectSec + GB_BOOT_REPORT_VERDICT_SECONDS) verdictSec = connectSec + GB_BOOT_REPORT_VERDICT_SECONDS;
+  gbDeadline_t connectBy = gbDeadlineIn(connectSec);
+  gbDeadline_t verdictBy = gbDeadlineIn(verdictSec);
   gbVerdictHeader_t h;
   int fd;
-  GB_CHECK(sendProbe(id, report, connectBy, verdictBy, timeoutSec, NULL, rootText, &h, &fd));
-  /* A root that accepts a report never sends a topology (sendProbe checks). */
-  gbResult_t res = readFailure(fd, &h, verdictBy, NULL, heardOut);
-  gbSockClose(fd);
+  gbResult_t res = sendProbe(id, &rep, connectBy, verdictBy, timeoutSec, NULL, rootText, &h, &fd);
+  if (res == gbSuccess) {
+    /* A root that accepts a report never sends a topology (sendProbe checks). */
+    res = readFailure(fd, &h, verdictBy, NULL, heardOut);
+    gbSockClose(fd);
+  }
+  /* The root this process hosts must send every verdict before we leave. */
+  gbBootRootWait(gbBootIdHash(id), gbDeadlineIn(timeoutSec), NULL);
   return res;
 }

@@ -237,12 +237,14 @@ static int trustedTimeout(const root_t* r) {
  * process reported that it cannot join (or sent a malformed probe) everyone
  * else, or what came within a grace period. */
 static int gathered(const root_t* r, int64_t* disagreeSince, int64_t* faultSince) {
-  int good = 0, faulty = 0, lo = 0, hi = 0;
+  int good = 0, faulty = 0, lo = 0, hi = 0, claim = 0;
   char why[160];
   for (int i = 0; i < r->nprobes; i++) {
     const gbProbe_t* q = &r->probes[i];
-    if (!gbBootProbeCheck(q, why, sizeof(why)) || q->kind == GB_PROBE_REPORT) {
+    int wellFormed = gbBootProbeCheck(q, why, sizeof(why));
+    if (!wellFormed || q->kind == GB_PROBE_REPORT) {
       faulty++;
+      if (wellFormed && q->nranks > claim) claim = q->nranks; /* a report's world size, when it knew one */
       continue;
     }
     if (good == 0 || q->nranks < lo) lo = q->nranks;
@@ -252,7 +254,8 @@ static int gathered(const root_t* r, int64_t* disagreeSince, int64_t* faultSince
   int64_t now = gbClockNowNs();
   if (faulty) {
     if (*faultSince == 0) *faultSince = now;
-    if (good > 0 && good + faulty >= hi) return 1;
+    int want = good > 0 ? hi : claim;
+    if (want > 0 && good + faulty >= want) return 1;
     return now - *faultSince > (int64_t)(REPORT_GRACE_SECONDS * 1e9);
   }
   if (good == 0) return 0;
@@ -361,7 +364,7 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
     free(r);
     return gbErrorSet(gbSystemError, "rendezvous root: cannot start its thread: %s", strerror(err));
   }
-  char buf[96];
-  GB_INFO(GB_LOG_BOOT, "rendezvous root listening on %s", gbSockAddrString(&r->bound, buf, sizeof(buf)));
+  char buf[96]; /* from *boundOut: the detached thread may have freed r already */
+  GB_INFO(GB_LOG_BOOT, "rendezvous root listening on %s", gbSockAddrString(boundOut, buf, sizeof(buf)));
   return gbSuccess;
 }

@@ -27,15 +27,23 @@ static uint32_t* futexWord(gbFlag_t* flag) {
 #endif
 }
 
-/* Host waiters asleep on any flag of this process. It lives outside the
- * flags on purpose: the store that releases a waiter may let it free the
+/* Host waiters asleep, counted per bucket of flag addresses (so a setter
+ * makes a call only when someone sleeps on a flag of its bucket). The
+ * counts live outside the flags on purpose: the store that releases a waiter may let it free the
  * flag at once (gbCommSplit's, teardown's), so a setter must not read the
  * flag after that store, and a count in the flag would have to be read
  * then. This one outlives every flag; a setter that sees it at 0 makes no
  * call, else it wakes the flag's address: a private futex wake reads no
  * memory, and on an address freed and reused meanwhile it is at worst a
  * spurious wake-up, which every futex waiter (ours, libc's) tolerates. */
-static int sleepers;
+#define SLEEPER_BUCKETS 64
+static int sleepers[SLEEPER_BUCKETS];
+
+/* The count for word: from its address alone, never its memory. */
+static int* sleepersOf(const uint32_t* word) {
+  uint64_t h = (uint64_t)(uintptr_t)word * 0x9E3779B97F4A7C15ull;
+  return &sleepers[h >> 58]; /* the top 6 bits: SLEEPER_BUCKETS = 64 */
+}
 
 static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
   gbOsLowTimerSlack();
@@ -49,9 +57,10 @@ static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
    * stores before it reads the count (both seq_cst): either the setter sees
    * this sleeper and wakes it, or the kernel sees the new value and does
    * not sleep. */
-  __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+  int* count = sleepersOf(word);
+  __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (uint32_t)seen, &interval, NULL, 0);
-  __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
 }
 
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec) {
@@ -70,7 +79,7 @@ void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
   uint32_t* word = futexWord(flag);
   __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
   /* From here on nothing reads or writes *flag (see sleepers). */
-  if (word && __atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0)
+  if (word && __atomic_load_n(sleepersOf(word), __ATOMIC_SEQ_CST) > 0)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 

@@ -49,9 +49,10 @@ void gbNetNoteFailure(const char* text, const gbNetCause_t* cause) {
 }
 
 int gbNetFailureCause(const char* text, gbNetCause_t* out) {
-  if (noteText[0] == '\0' || strncmp(text, noteText, sizeof(noteText) - 1) != 0) return 0;
-  *out = noteCause;
-  return 1;
+  int match = noteText[0] != '\0' && strncmp(text, noteText, sizeof(noteText) - 1) == 0;
+  if (match) *out = noteCause;
+  noteText[0] = '\0'; /* read once: a later failure must not find this note */
+  return match;
 }
 
 int gbNetCauseSanitize(gbNetCause_t* c) {

@@ -118,7 +118,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline,
  * when this rank saw the failure itself (a peer closed without a cause, or
  * stalled: faultRank is that peer), else the cause a peer relayed with its
  * shutdown. gbNetFailureCause fills *out and returns 1 when text is the text
- * of this thread's last noted failure, else returns 0. */
+ * of this thread's last noted failure, else returns 0; either way the note is used up. */
 void gbNetNoteFailure(const char* text, const gbNetCause_t* cause);
 int gbNetFailureCause(const char* text, gbNetCause_t* out);
 /* The error text for a connection that peerRank shut down with cause (group:

@@ -1,12 +1,14 @@
 /* One rank of the start-up validation tests (tests/mp/test_validation.py).
  *
- * Usage: rank_init [--retries K] [--env-for-rank R NAME=VALUE]...
+ * Usage: rank_init [--retries K] [--bad-config-for-rank R] [--env-for-rank R NAME=VALUE]...
  * Applies each NAME=VALUE (setenv) when this process's RANK, as the launcher
  * gave it, is R (RANK itself may be overridden), then initialises from the
  * environment. Prints "init-error: <gbGetLastError text>" on one line and
  * exits 1 when init fails; prints "init-ok" and exits 0 when it succeeds.
  * With --retries K: K rounds of init with the overrides (expected to fail),
- * then, at once, init with the environment as it was (printing init-ok). */
+ * then, at once, init with the environment as it was (printing init-ok).
+ * With --bad-config-for-rank R: rank R passes a gbConfig_t whose
+ * timeoutSeconds is 0 (out of range). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,10 +85,12 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int me = launcherRank();
   override_t ov[MAX_OVERRIDES];
-  int nov = 0, retries = 0;
+  int nov = 0, retries = 0, badConfigRank = -1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--retries") == 0 && i + 1 < argc) {
       retries = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--bad-config-for-rank") == 0 && i + 1 < argc) {
+      badConfigRank = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--env-for-rank") == 0 && i + 2 < argc && strchr(argv[i + 2], '=') &&
         nov < MAX_OVERRIDES) {
       ov[nov].rank = atoi(argv[i + 1]);
@@ -113,7 +117,9 @@ int main(int argc, char** argv) {
   }
 
   gbComm_t comm = NULL;
-  gbResult_t res = gbCommInitFromEnv(&comm, NULL);
+  gbConfig_t config = GB_CONFIG_INITIALIZER;
+  config.timeoutSeconds = 0;
+  gbResult_t res = gbCommInitFromEnv(&comm, me == badConfigRank ? &config : NULL);
   if (res != gbSuccess) {
     /* One line, whatever the text holds. */
     char text[8192];

@@ -93,6 +93,34 @@ def retry(suite):
     suite.check(res.elapsed < TIMEOUT, "retry after a failed init: done within the timeout (%d s)" % TIMEOUT, detail)
 
 
+def bad_config(suite):
+    """Rank 2 passes a gbConfig_t with timeoutSeconds 0: it gets
+    gbInvalidArgument at once (the config is an argument of its call), and it
+    tells the root, so the other ranks fail within FAST_S too, with one text
+    naming rank 2 and the field, instead of waiting out the timeout."""
+    name = "bad gbConfig_t on rank 2"
+    env = harness.clean_env(GPUBRIDGE_TIMEOUT=TIMEOUT)
+    args = [harness.program("rank_init"), "--bad-config-for-rank", "2"]
+    res = harness.run_job(N, args, env, vendors=VENDORS, keep_going=True, launcher_timeout=4 * TIMEOUT,
+                          timeout=6 * TIMEOUT)
+    lines = res.lines()
+    texts = {r: [l[len("init-error: "):] for l in lines.get(r, []) if l.startswith("init-error: ")] for r in range(N)}
+    codes = {r: [l for l in lines.get(r, []) if l.startswith("init-result: ")] for r in range(N)}
+    detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail())
+    print("%s: %.1f s: rank 0: %s; rank 2: %s" % (name, res.elapsed, texts[0], texts[2]), flush=True)
+    suite.check(all(texts[r] for r in range(N)), name + ": every rank fails init", detail)
+    suite.check(codes[2] == ["init-result: %d" % 4], name + ": rank 2 gets gbInvalidArgument (4)", str(codes))
+    suite.check(texts[2] and "config.timeoutSeconds" in texts[2][0], name + ": rank 2's text names the field",
+                str(texts[2]))
+    others = {texts[r][0] for r in (0, 1, 3) if texts[r]}
+    suite.check(len(others) == 1, name + ": the other ranks hold one text", str(texts))
+    other = next(iter(others), "")
+    suite.check(names_alone(other, 2) and "config.timeoutSeconds" in other,
+                name + ": their text names rank 2 and the field", other)
+    suite.check(res.elapsed < harness.scaled(FAST_S), name + ": every rank fails within %d s (the timeout is %d)"
+                % (FAST_S, TIMEOUT), detail)
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     harness.require_built("rank_init")
@@ -140,6 +168,8 @@ def main():
 
     if not only or only in "retry after a failed init":
         retry(suite)
+    if not only or only in "bad gbConfig_t on rank 2":
+        bad_config(suite)
     print("SKIP ranks disagreeing on the transport: this build has one transport (tcp)")
     suite.done()
 

@@ -371,7 +371,11 @@ static void* serveMain(void* arg) {
       if (left < timeoutMs) timeoutMs = left > 0 ? (int)left : 0;
     }
     pthread_mutex_unlock(&l->lock);
-    (void)poll(fds, (nfds_t)count, timeoutMs);
+    if (poll(fds, (nfds_t)count, timeoutMs) < 0 && errno != EINTR) {
+      /* A poll that fails at once (no memory) would spin: wait a round. */
+      struct timespec pause = {0, SERVE_MS * 1000000L};
+      nanosleep(&pause, NULL);
+    }
     pthread_mutex_lock(&l->lock);
   }
   pthread_mutex_unlock(&l->lock);
