@@ -1,7 +1,6 @@
 #include "boot/root.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +13,8 @@
 #include "boot/probe.h"
 #include "boot/topology.h"
 #include "boot/validate.h"
-#include "net/strangers.h"
+#include "net/pending.h"
 
-/* Connections waiting for their hello and probe beyond this many make room
- * by dropping the oldest stranger (net/strangers.h). */
-#define MAX_PENDING 1024
-/* Connections accepted per round, so probes are read between bursts. */
-#define ACCEPT_BURST 64
-#define STRANGER_SECONDS 10.0
 /* When ranks disagree on the number of ranks, wait this much longer for the
  * stragglers, so every started rank hears the same verdict. */
 #define DISAGREE_GRACE_SECONDS 2.0
@@ -30,27 +23,18 @@
  * so they hear it too, instead of the whole timeout. */
 #define REPORT_GRACE_SECONDS 2.0
 
+/* What a rank sends the root. */
 typedef struct {
-  int64_t since; /* first: gbNetStrangersOldest reads it */
-  int fd;
-  int ready;     /* poll() saw something to read */
-  gbSockAddr_t peer;
-  size_t got;
-  struct {
-    gbNetHello_t hello;
-    gbProbe_t probe;
-  } msg;
-} pending_t;
+  gbNetHello_t hello;
+  gbProbe_t probe;
+} rootMsg_t;
 
 typedef struct {
   int listenFd;
   gbSockAddr_t bound;
   uint8_t secret[GB_NET_SECRET_BYTES];
   uint64_t commHash;
-  pending_t pending[MAX_PENDING];
-  int npending;
-  int64_t pausedUntil; /* accept() ran out of descriptors: not before this */
-  gbNetStrangers_t strangers;
+  gbNetPending_t pend; /* connections waiting for their hello and probe */
   int* rankFds;       /* fds of ranks whose probe arrived, in arrival order */
   gbProbe_t* probes;  /* in arrival order */
   int nprobes, cap;
@@ -97,132 +81,71 @@ void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int
   pthread_mutex_unlock(&rootsLock);
 }
 
-static void refuse(root_t* r, int i, const char* why) {
-  gbNetStrangersRefused(&r->strangers, &r->pending[i].peer, why);
-  gbSockClose(r->pending[i].fd);
-  r->pending[i] = r->pending[--r->npending];
+/* Room for one more probe; 0 when out of memory. */
+static int growProbes(root_t* r) {
+  if (r->nprobes < r->cap) return 1;
+  int cap = r->cap ? 2 * r->cap : 16;
+  gbProbe_t* probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)cap);
+  if (probes) r->probes = probes;
+  int* fds = probes ? realloc(r->rankFds, sizeof(int) * (size_t)cap) : NULL;
+  if (fds) r->rankFds = fds;
+  if (!probes || !fds) return 0;
+  r->cap = cap;
+  return 1;
 }
 
-static int secretMatches(const uint8_t* a, const uint8_t* b) {
-  uint8_t diff = 0;
-  for (int i = 0; i < GB_NET_SECRET_BYTES; i++) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
-
-/* Files pending connection i's complete probe as a rank's (or a report). */
-static void file(root_t* r, int i) {
-  pending_t* p = &r->pending[i];
-  if (r->nprobes == r->cap) {
-    int cap = r->cap ? 2 * r->cap : 16;
-    gbProbe_t* probes = realloc(r->probes, sizeof(gbProbe_t) * (size_t)cap);
-    if (probes) r->probes = probes;
-    int* fds = probes ? realloc(r->rankFds, sizeof(int) * (size_t)cap) : NULL;
-    if (fds) r->rankFds = fds;
-    if (!probes || !fds) {
-      refuse(r, i, "the root is out of memory");
-      return;
-    }
-    r->cap = cap;
-  }
+/* Files a complete probe as a rank's (or a report). */
+static const char* file(root_t* r, const gbProbe_t* q, int fd, const gbSockAddr_t* from) {
+  if (!growProbes(r)) return "the root is out of memory";
   /* Filed even when malformed: the verdict names it. Nothing of it is used
    * before gbBootProbeCheck says it may be. */
-  const gbProbe_t* q = &p->msg.probe;
   char why[160], peer[96];
   if (!gbBootProbeCheck(q, why, sizeof(why)))
     GB_WARN("rendezvous root: malformed probe from %s (it holds the job secret): %s",
-            gbSockAddrString(&p->peer, peer, sizeof(peer)), why);
+            gbSockAddrString(from, peer, sizeof(peer)), why);
   else if (q->kind == GB_PROBE_REPORT)
     GB_INFO(GB_LOG_BOOT, "rendezvous root: pid %d on %s (rank %d) reports it cannot join: %s", q->pid, q->host, q->rank,
             q->problems);
   else
     GB_INFO(GB_LOG_BOOT, "rendezvous root: rank %d of %d joined (pid %d on %s)", q->rank, q->nranks, q->pid, q->host);
   r->probes[r->nprobes] = *q;
-  r->rankFds[r->nprobes++] = p->fd;
-  r->pending[i] = r->pending[--r->npending];
+  r->rankFds[r->nprobes++] = fd;
+  return NULL;
 }
 
-/* Reads what pending connection i has sent; files it as a rank once its
- * hello and probe are complete and carry the secret. */
-static void advance(root_t* r, int i) {
-  pending_t* p = &r->pending[i];
-  char err[128], why[192];
-  p->ready = 0;
-  while (p->got < sizeof(p->msg)) {
-    ssize_t n = gbSockTryRecv(p->fd, (char*)&p->msg + p->got, sizeof(p->msg) - p->got, err, sizeof(err));
-    if (n < 0) {
-      snprintf(why, sizeof(why), "closed after %zu of the %zu bytes of a hello and probe (%s)", p->got,
-               sizeof(p->msg), err);
-      refuse(r, i, why);
-      return;
-    }
-    if (n == 0) break;
-    p->got += (size_t)n;
-    if (p->got >= sizeof(uint64_t) && p->msg.hello.magic != GB_NET_HELLO_MAGIC) {
-      refuse(r, i, "bad magic (garbage or another protocol)");
-      return;
-    }
-    if (p->got >= offsetof(gbNetHello_t, commHash) && !secretMatches(p->msg.hello.secret, r->secret)) {
-      refuse(r, i, "wrong job secret (check the unique id / GPUBRIDGE_JOB_SECRET)");
-      return;
-    }
-  }
-  if (p->got < sizeof(p->msg)) return;
-  if (p->msg.hello.commHash != r->commHash || p->msg.hello.tag != GB_BOOT_ROOT_TAG) {
-    refuse(r, i, "hello for another communicator");
-    return;
-  }
-  if (p->msg.probe.magic != GB_PROBE_MAGIC || p->msg.probe.version != GB_PROBE_VERSION) {
-    refuse(r, i, "probe of another gpubridge wire version (install the same gpubridge on every node)");
-    return;
-  }
-  file(r, i);
+/* What arrived so far must start with the magic and the secret. */
+static const char* checkMsg(void* ctx, const gbNetPendingConn_t* c, char* why, size_t len) {
+  root_t* r = ctx;
+  gbNetHello_t h;
+  memcpy(&h, c->msg, sizeof(h));
+  if (c->got >= sizeof(uint64_t) && h.magic != GB_NET_HELLO_MAGIC) return "bad magic (garbage or another protocol)";
+  if (c->got >= offsetof(gbNetHello_t, commHash) && !gbNetSecretEqual(h.secret, r->secret))
+    return "wrong job secret (check the unique id / GPUBRIDGE_JOB_SECRET)";
+  return NULL;
 }
 
-/* Drops the stranger that has waited longest, to make room (why: for what);
- * 0 when every waiting one is too young to judge. */
-static int evictOldest(root_t* r, int64_t now, const char* why) {
-  int i = gbNetStrangersOldest(&r->pending[0].since, r->npending, sizeof(pending_t), now);
-  if (i < 0) return 0;
-  char text[224];
-  snprintf(text, sizeof(text), "dropped after %.2f s without a whole hello and probe (%zu of %zu bytes): %s",
-           (double)(now - r->pending[i].since) / 1e9, r->pending[i].got, sizeof(r->pending[i].msg), why);
-  refuse(r, i, text);
-  return 1;
+/* A complete hello and probe: files it as a rank's. */
+static const char* takeMsg(void* ctx, const gbNetPendingConn_t* c, char* why, size_t len) {
+  root_t* r = ctx;
+  rootMsg_t m;
+  memcpy(&m, c->msg, sizeof(m));
+  if (m.hello.commHash != r->commHash || m.hello.tag != GB_BOOT_ROOT_TAG) return "hello for another communicator";
+  if (m.probe.magic != GB_PROBE_MAGIC || m.probe.version != GB_PROBE_VERSION)
+    return "probe of another gpubridge wire version (install the same gpubridge on every node)";
+  return file(r, &m.probe, c->fd, &c->peer);
 }
 
-/* Takes up to ACCEPT_BURST queued connections, reading each at once (a
- * rank sends its probe right after connecting). Running out of descriptors,
- * or a flood past MAX_PENDING, costs the oldest stranger its place, never
- * the root: a rank behind the strangers still gets in. */
-static void acceptSome(root_t* r, int64_t now) {
-  char eb[128];
-  for (int k = 0; k < ACCEPT_BURST; k++) {
-    if (r->npending == MAX_PENDING && !evictOldest(r, now, "too many connections waiting (a flood?)")) {
-      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
-      return;
-    }
-    int fd;
-    gbSockAddr_t peer;
-    if (gbSockAccept(r->listenFd, &fd, &peer) != gbSuccess) { /* logged; not the root's end */
-      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
-      return;
-    }
-    if (fd < 0) {
-      int e = errno;
-      if (e == 0) return; /* the queue is empty */
-      gbNetStrangersNoFds(&r->strangers, strerror_r(e, eb, sizeof(eb)), r->npending);
-      if (evictOldest(r, now, "this process is out of descriptors")) continue;
-      r->pausedUntil = now + GB_NET_ACCEPT_PAUSE_NS;
-      return;
-    }
-    pending_t* p = &r->pending[r->npending++];
-    memset(p, 0, sizeof(*p));
-    p->fd = fd;
-    p->peer = peer;
-    p->since = now;
-    advance(r, r->npending - 1);
-  }
+static void closedWhy(const gbNetPendingConn_t* c, const char* err, char* why, size_t len) {
+  snprintf(why, len, "closed after %zu of the %zu bytes of a hello and probe (%s)", c->got, sizeof(rootMsg_t), err);
 }
+
+static void idleWhy(const gbNetPendingConn_t* c, char* why, size_t len) {
+  snprintf(why, len, "no hello in time");
+}
+
+static const gbNetPendingOps_t msgOps = {
+    sizeof(rootMsg_t), "a whole hello and probe", "too many connections waiting (a flood?)", "rendezvous root: ",
+    " (not a rank of this job)", checkMsg, takeMsg, closedWhy, idleWhy};
 
 /* The timeout of the first probe that may be trusted (0: none yet). */
 static int trustedTimeout(const root_t* r) {
@@ -294,7 +217,6 @@ static void* rootMain(void* arg) {
   root_t* r = arg;
   int64_t disagreeSince = 0, faultSince = 0;
   gbDeadline_t deadline = {INT64_MAX};
-  static __thread struct pollfd fds[MAX_PENDING + 1];
   int timedOut = 0;
   for (;;) {
     int timeoutSec = trustedTimeout(r);
@@ -304,29 +226,14 @@ static void* rootMain(void* arg) {
       timedOut = 1;
       break;
     }
-    int64_t now = gbClockNowNs();
-    int paused = now < r->pausedUntil;
-    int nfds = 0;
-    fds[nfds++] = (struct pollfd){r->listenFd, (short)(paused ? 0 : POLLIN), 0};
-    for (int i = 0; i < r->npending; i++) fds[nfds++] = (struct pollfd){r->pending[i].fd, POLLIN, 0};
-    int waitMs = paused ? (int)((r->pausedUntil - now) / 1000000) + 1 : 50;
-    (void)poll(fds, (nfds_t)nfds, waitMs < 50 ? waitMs : 50);
-    for (int i = 0; i < r->npending; i++) r->pending[i].ready = fds[1 + i].revents != 0;
-    /* Backwards, so the swap in refuse and file brings in one already seen. */
-    now = gbClockNowNs();
-    for (int i = r->npending - 1; i >= 0; i--) {
-      if (r->pending[i].ready) advance(r, i);
-      else if (now - r->pending[i].since > (int64_t)(STRANGER_SECONDS * 1e9)) refuse(r, i, "no hello in time");
-    }
-    if (fds[0].revents != 0) acceptSome(r, now);
-    gbNetStrangersFlush(&r->strangers, 0);
+    (void)gbNetPendingPoll(&r->pend, gbClockNowNs(), 50);
+    gbNetPendingServe(&r->pend, gbClockNowNs());
   }
   /* Stop listening before the verdict goes out: a rank that retries init
    * at once must find the next root (or nothing, and retry), never this one
    * on its way out. */
   gbSockClose(r->listenFd);
-  while (r->npending > 0) refuse(r, r->npending - 1, "the rendezvous ended before it sent a whole hello and probe");
-  gbNetStrangersFlush(&r->strangers, 1);
+  gbNetPendingFini(&r->pend, "the rendezvous ended before it sent a whole hello and probe");
   sendVerdict(r, timedOut);
   for (int i = 0; i < r->nprobes; i++) gbSockClose(r->rankFds[i]);
   free(r->probes);
@@ -342,14 +249,13 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
   if (!r) return gbErrorSet(gbSystemError, "rendezvous root: out of memory");
   memcpy(r->secret, secret, GB_NET_SECRET_BYTES);
   r->commHash = commHash;
-  gbResult_t res = gbSockListen(bindAddr, &r->listenFd, &r->bound);
+  gbResult_t res = gbNetPendingListen(&r->pend, &msgOps, r, bindAddr, &r->listenFd, &r->bound);
   if (res != gbSuccess) {
     int e = errno; /* the bind's cause, for the caller */
     free(r);
     errno = e;
     return res;
   }
-  gbNetStrangersInit(&r->strangers, "rendezvous root: ", " (not a rank of this job)", &r->bound);
   *boundOut = r->bound;
   rootRegister(commHash);
   pthread_t t;
@@ -361,6 +267,7 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
   if (err) {
     rootFinished(commHash);
     gbSockClose(r->listenFd);
+    gbNetPendingFini(&r->pend, NULL);
     free(r);
     return gbErrorSet(gbSystemError, "rendezvous root: cannot start its thread: %s", strerror(err));
   }
