@@ -124,11 +124,10 @@ typedef enum {
  * (magic, size) or a field out of range (blocking not 0 or 1, policy not a
  * gbPolicy_t, transport not a gbTransport_t, timeoutSeconds below 1,
  * chunkBytes below 4096) makes gbCommInitRankConfig and gbCommSplit return
- * gbInvalidArgument on the calling rank at once, before it joins; that rank
- * still tells the rendezvous root, so the other ranks fail at once too
- * (gbInvalidUsage, naming the rank and the field) instead of waiting out
- * their timeout. An invalid GPUBRIDGE_* variable is judged at start-up, and
- * every rank fails with gbInvalidUsage naming the rank and the variable. */
+ * gbInvalidArgument on the calling rank at once, before anything is started
+ * or sent (as in NCCL, the other ranks then wait for it until their timeout).
+ * An invalid GPUBRIDGE_* variable is judged at start-up instead, and every
+ * rank fails with gbInvalidUsage naming the rank and the variable. */
 typedef struct {
   size_t size;           /* sizeof(gbConfig_t) */
   unsigned int magic;    /* GB_CONFIG_MAGIC */

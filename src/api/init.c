@@ -9,7 +9,6 @@
 #include "base/param.h"
 #include "base/result.h"
 #include "boot/env.h"
-#include "boot/exchange.h"
 #include "boot/root.h"
 #include "boot/topology.h"
 #include "core/settings.h"
@@ -66,30 +65,15 @@ static void* initThreadMain(void* arg) {
   return NULL;
 }
 
-/* An argument of this rank's call is wrong (res, its text the last error),
- * but the job's id is known: tell the rendezvous root too, so the other
- * ranks fail at once with a text naming this rank and the argument instead
- * of waiting out their timeout (and a root this process hosts sends its
- * verdict and ends). This rank still returns its own error. */
-static gbResult_t refuseAndReport(const gbBootId_t* id, int rank, int nranks, int localRank, gbResult_t res) {
-  char text[512];
-  snprintf(text, sizeof(text), "%s", gbErrorLast());
-  int heard = 0;
-  (void)gbBootReport(id, rank, nranks, localRank, text, (double)gbParamInt(GB_PARAM_TIMEOUT), &heard);
-  return gbErrorSet(res, "%s%s", text, heard ? " (the other ranks were told)" : "");
-}
-
 static gbResult_t initWith(gbComm_t* out, int nranks, const gbBootId_t* id, int rank, int localRank,
                            const gbConfig_t* config) {
   if (nranks < 1 || nranks > GB_MAX_RANKS)
     return gbErrorSet(gbInvalidArgument, "gbCommInitRank: nranks %d is not in [1, %d]", nranks, GB_MAX_RANKS);
   if (rank < 0 || rank >= nranks)
     return gbErrorSet(gbInvalidArgument, "gbCommInitRank: rank %d is not in [0, nranks=%d)", rank, nranks);
-  if (!out)
-    return refuseAndReport(id, rank, nranks, localRank, gbErrorSet(gbInvalidArgument, "gbCommInitRank: comm is NULL"));
+  if (!out) return gbErrorSet(gbInvalidArgument, "gbCommInitRank: comm is NULL");
   *out = NULL;
-  gbResult_t checked = gbCommConfigCheck(config);
-  if (checked != gbSuccess) return refuseAndReport(id, rank, nranks, localRank, checked);
+  GB_CHECK(gbCommConfigCheck(config));
   int blocking = !(config && config->size >= offsetof(gbConfig_t, blocking) + sizeof(int) && config->blocking == 0);
 
   initArgs_t* a = calloc(1, sizeof(initArgs_t));
@@ -156,6 +140,10 @@ gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int ran
 gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config) {
   gbParamInit();
   gbLogInit();
+  /* Arguments first: rank 0 starts the rendezvous root in gbBootEnvRead,
+   * and a bad argument must fail before anything starts or is sent. */
+  if (!comm) return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: comm is NULL");
+  GB_CHECK(gbCommConfigCheck(config));
   gbBootEnv_t env;
   GB_CHECK(gbBootEnvRead(&env));
   return initWith(comm, env.nranks, &env.id, env.rank, env.localRank, config);

@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "base/result.h"
+#include "core/settings.h"
 
 gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbConfig_t* config) {
   static const char* fn = "gbCommSplit";
@@ -14,6 +15,8 @@ gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbC
   GB_CHECK(gbApiCheckComm(fn, comm));
   if (color < 0 && color != GB_SPLIT_NOCOLOR)
     return gbErrorSet(gbInvalidArgument, "%s: color %d is negative and not GB_SPLIT_NOCOLOR (-1)", fn, color);
+  /* A bad config fails here, before the parent's gathers send anything. */
+  if (config) GB_CHECK(gbCommConfigCheck(config));
   int newRank, newN, first;
   GB_CHECK(gbCommSplitRanks(comm, color, key, &newRank, &newN, &first));
   gbUniqueId id;

@@ -94,10 +94,10 @@ def retry(suite):
 
 
 def bad_config(suite):
-    """Rank 2 passes a gbConfig_t with timeoutSeconds 0: it gets
-    gbInvalidArgument at once (the config is an argument of its call), and it
-    tells the root, so the other ranks fail within FAST_S too, with one text
-    naming rank 2 and the field, instead of waiting out the timeout."""
+    """Rank 2 passes a gbConfig_t whose timeoutSeconds is 0: it gets
+    gbInvalidArgument at once, naming the field, before anything is started
+    or sent (NCCL's rule for an argument); the other ranks, as in NCCL, wait
+    for it until their timeout and then name rank 2."""
     name = "bad gbConfig_t on rank 2"
     env = harness.clean_env(GPUBRIDGE_TIMEOUT=TIMEOUT)
     args = [harness.program("rank_init"), "--bad-config-for-rank", "2"]
@@ -110,15 +110,12 @@ def bad_config(suite):
     print("%s: %.1f s: rank 0: %s; rank 2: %s" % (name, res.elapsed, texts[0], texts[2]), flush=True)
     suite.check(all(texts[r] for r in range(N)), name + ": every rank fails init", detail)
     suite.check(codes[2] == ["init-result: %d" % 4], name + ": rank 2 gets gbInvalidArgument (4)", str(codes))
-    suite.check(texts[2] and "config.timeoutSeconds" in texts[2][0], name + ": rank 2's text names the field",
+    suite.check(bool(texts[2]) and "config.timeoutSeconds" in texts[2][0], name + ": rank 2's text names the field",
                 str(texts[2]))
-    others = {texts[r][0] for r in (0, 1, 3) if texts[r]}
-    suite.check(len(others) == 1, name + ": the other ranks hold one text", str(texts))
-    other = next(iter(others), "")
-    suite.check(names_alone(other, 2) and "config.timeoutSeconds" in other,
-                name + ": their text names rank 2 and the field", other)
-    suite.check(res.elapsed < harness.scaled(FAST_S), name + ": every rank fails within %d s (the timeout is %d)"
-                % (FAST_S, TIMEOUT), detail)
+    suite.check(all(texts[r] and names_alone(texts[r][0], 2) for r in (0, 1, 3)),
+                name + ": the other ranks' text names rank 2", str(texts))
+    suite.check(res.rc != 0 and not res.timed_out and res.elapsed < 3 * TIMEOUT,
+                name + ": the job ends within the timeout's bound", detail)
 
 
 def main():
