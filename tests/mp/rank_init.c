@@ -29,15 +29,19 @@ typedef struct {
   char* assign;
 } override_t;
 
-static int initOnce(int expectOk) {
+/* One init (with config, or NULL): prints init-error and init-result on one
+ * line each when it fails, init-ok when it succeeds; returns 0 when the
+ * outcome is the expected one. */
+static int initOnce(int expectOk, gbConfig_t* config) {
   gbComm_t comm = NULL;
-  gbResult_t res = gbCommInitFromEnv(&comm, NULL);
+  gbResult_t res = gbCommInitFromEnv(&comm, config);
   if (res != gbSuccess) {
-    char text[8192];
+    char text[8192]; /* one line, whatever the text holds */
     snprintf(text, sizeof(text), "%s", gbGetLastError(NULL));
     for (char* p = text; *p; p++)
       if (*p == '\n' || *p == '\r') *p = ' ';
     printf("init-error: %s\n", text);
+    printf("init-result: %d\n", (int)res);
     return expectOk ? 1 : 0;
   }
   int rank = -1;
@@ -66,7 +70,7 @@ static int retryRounds(int me, override_t* ov, int nov, int rounds) {
       setenv(ov[k].assign, eq + 1, 1);
       *eq = '=';
     }
-    bad |= initOnce(0);
+    bad |= initOnce(0, NULL);
     for (int k = 0; k < nov; k++) {
       if (ov[k].rank != me) continue;
       char* eq = strchr(ov[k].assign, '=');
@@ -75,7 +79,7 @@ static int retryRounds(int me, override_t* ov, int nov, int rounds) {
       else unsetenv(ov[k].assign);
       *eq = '=';
     }
-    bad |= initOnce(1);
+    bad |= initOnce(1, NULL);
   }
   for (int k = 0; k < nov; k++) free(saved[k]);
   return bad;
@@ -116,23 +120,7 @@ int main(int argc, char** argv) {
     *eq = '=';
   }
 
-  gbComm_t comm = NULL;
   gbConfig_t config = GB_CONFIG_INITIALIZER;
   config.timeoutSeconds = 0;
-  gbResult_t res = gbCommInitFromEnv(&comm, me == badConfigRank ? &config : NULL);
-  if (res != gbSuccess) {
-    /* One line, whatever the text holds. */
-    char text[8192];
-    snprintf(text, sizeof(text), "%s", gbGetLastError(NULL));
-    for (char* p = text; *p; p++)
-      if (*p == '\n' || *p == '\r') *p = ' ';
-    printf("init-error: %s\n", text);
-    printf("init-result: %d\n", (int)res);
-    return 1;
-  }
-  int rank = -1;
-  (void)gbCommUserRank(comm, &rank);
-  res = gbCommDestroy(comm);
-  printf("init-ok rank %d destroy %d\n", rank, (int)res);
-  return res == gbSuccess ? 0 : 1;
+  return initOnce(1, me == badConfigRank ? &config : NULL);
 }
