@@ -43,7 +43,11 @@ gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, 
   char what[96];
   snprintf(what, sizeof(what), "%s: hello to rank %d", group, label.peerRank);
   for (; opened < n; opened++) {
-    GB_CHECK_GOTO(gbSockConnect(addr, deadline, abortFlag, &fds[opened]), res, fail);
+    res = gbSockConnect(addr, deadline, abortFlag, &fds[opened]);
+    if (res != gbSuccess) { /* the socket layer knows only the address: say whose it is */
+      gbErrorSet(res, "%s: connecting to rank %d: %s", group, label.peerRank, gbErrorLast());
+      goto fail;
+    }
     gbNetHello_t h = *hello;
     h.sockIndex = opened;
     res = gbSockSendAll(fds[opened], &h, sizeof(h), deadline, abortFlag, what);
