@@ -110,6 +110,9 @@ def run(args, env=None, timeout=CALL_TIMEOUT):
     full_env = dict(os.environ)
     full_env.pop("GPUBRIDGE_VENDOR", None)
     full_env.pop("GPUBRIDGE_JOB_SECRET", None)
+    # Given, so that stderr holds only what these tests look for (the line
+    # said when it is not set is tested in test_launcher_habits.py).
+    full_env.setdefault("OMP_NUM_THREADS", "1")
     if env:
         full_env.update(env)
     t0 = time.monotonic()

@@ -1,5 +1,5 @@
-/* gpubridge-perf: started once per rank (gpubridge-run, torchrun, srun);
- * rank 0 prints the table. Exit status: 0 when every result was right and no
+/* gpubridge-perf: started once per rank (gpubridge-run, torchrun, srun), or
+ * alone as a job of one rank; rank 0 prints the table. Exit status: 0 when every result was right and no
  * guard byte changed, 1 otherwise or on an error, 2 for a bad command line. */
 #include <errno.h>
 #include <stdio.h>
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   gbConfig_t config = GB_CONFIG_INITIALIZER;
   if (opts.timeoutSeconds > 0) config.timeoutSeconds = opts.timeoutSeconds;
   perfCtx_t ctx = {0};
-  perfCheck(gbCommInitFromEnv(&ctx.comm, &config), "gbCommInitFromEnv");
+  perfJoin(&ctx, &config);
   perfCheckUseComm(ctx.comm);
   perfCheck(gbCommGetTopology(ctx.comm, &ctx.topo), "gbCommGetTopology");
 
@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   perfBufferAlloc(&st.recv, capacity);
   perfVendor_t* baseline = baselineLib ? perfVendorCreate(&ctx, baselineLib) : NULL;
   if (opts.tunePath) perfTuneRun(&ctx, &opts, &st, tuneFile, table.json);
-  else runAll(&ctx, &opts, &st, &table, baseline);
+  else
+    for (int cycle = 0; cycle < opts.cycles; cycle++) runAll(&ctx, &opts, &st, &table, baseline);
   perfVendorDestroy(baseline);
   if (ctx.topo.rank == 0) perfTableFooter(&table, st.outOfBounds);
 

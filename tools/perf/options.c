@@ -18,7 +18,9 @@ static const char usageText[] =
     "  -i, --stepbytes N       add N bytes each step instead; 0: use -f (0)\n"
     "  -n, --iters N           timed iterations per size (20)\n"
     "  -w, --warmup_iters N    untimed iterations first (1)\n"
-    "  -c, --check 0|1         check every result against values computed here (1)\n"
+    "  -c, --check N           check runs per size against values computed here, before\n"
+    "                          timing; 0: none (1)\n"
+    "  -N, --run_cycles N      run the whole sweep N times (1)\n"
     "  -o, --op OP             sum|prod|min|max|avg|all (sum)\n"
     "  -d, --datatype T        int8|uint8|int32|uint32|int64|uint64|half|float16|float|\n"
     "                          float32|double|float64|bfloat16|all (float)\n"
@@ -34,8 +36,12 @@ static const char usageText[] =
     "                          as a thresholds file (GPUBRIDGE_THRESHOLDS, policy tuned)\n"
     "      --baseline          real GPUs: also run each size through NCCL or RCCL alone\n"
     "  -h, --help              this text\n"
+    "nccl-tests flags taken at the values that mean what gpubridge-perf does: -t 1, -g 1\n"
+    "(one GPU per process), -m 1, -p 0|1, and 0 for -y -G -C -R -S -M -x -D -V.\n"
     "Start one process per rank: gpubridge-run -n 4 --vendors nvidia:2,amd:2 -- \\\n"
-    "  gpubridge-perf all_reduce -b 8 -e 64M -f 2\n";
+    "  gpubridge-perf all_reduce -b 8 -e 64M -f 2\n"
+    "Started with no launcher (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\n"
+    "PMI_RANK, GPUBRIDGE_UNIQUE_ID), it runs as a job of one rank.\n";
 
 /* One write, so a launcher that stops this rank midway cuts no line. */
 static int fail(const char* fmt, const char* arg) {
@@ -132,6 +138,7 @@ static void setDefaults(perfOptions_t* opts) {
   opts->iters = 20;
   opts->warmup = 1;
   opts->check = 1;
+  opts->cycles = 1;
   opts->blocking = 0;
   opts->average = PERF_AVG_MEAN;
   opts->events = 1;
@@ -151,22 +158,63 @@ static int anyValidPair(const perfOptions_t* opts) {
   return 0;
 }
 
-int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
-  static const struct option longOpts[] = {
+/* "-o mulsum" and the fp8 types are nccl-tests' too: say why they are missing. */
+static int failOp(const char* a) {
+  if (strcmp(a, "mulsum") == 0)
+    return fail("-o mulsum: gpubridge-perf does not measure pre-multiplied sums (gbRedOpCreatePreMulSum); "
+                "-o sum moves the same bytes%s", "");
+  return fail("-o wants sum, prod, min, max, avg or all; got '%s'", a);
+}
+
+static int failType(const char* a) {
+  if (strcmp(a, "f8e4m3") == 0 || strcmp(a, "f8e5m2") == 0 || strcmp(a, "fp8_e4m3") == 0 ||
+      strcmp(a, "fp8_e5m2") == 0)
+    return fail("-d %s: gpubridge has no 8-bit floating types; use int8 or uint8 to time 1-byte elements", a);
+  return fail("-d wants int8, uint8, int32, uint32, int64, uint64, half, float16, "
+              "float, float32, double, float64, bfloat16 or all; got '%s'", a);
+}
+
+/* The long options: gpubridge-perf's own, then the fixed ones of fixed.c. */
+#define OWN_FLAGS ":b:e:f:i:n:w:c:N:o:d:r:z:a:E:T:J:h"
+#define MAX_LONG 48
+
+static void buildOptions(struct option* longOpts, char* shortOpts, size_t shortLen) {
+  static const struct option own[] = {
       {"minbytes", required_argument, 0, 'b'},   {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
       {"iters", required_argument, 0, 'n'},      {"warmup_iters", required_argument, 0, 'w'},
-      {"check", required_argument, 0, 'c'},      {"op", required_argument, 0, 'o'},
+      {"check", required_argument, 0, 'c'},      {"run_cycles", required_argument, 0, 'N'},
+      {"op", required_argument, 0, 'o'},
       {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
       {"blocking", required_argument, 0, 'z'},   {"average", required_argument, 0, 'a'},
       {"events", required_argument, 0, 'E'},
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
       {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'}};
+  int n = 0;
+  for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) longOpts[n++] = own[k];
+  size_t used = (size_t)snprintf(shortOpts, shortLen, "%s", OWN_FLAGS);
+  for (int k = 0; k < perfFixedFlagCount && n < MAX_LONG - 2; k++) {
+    longOpts[n++] = (struct option){perfFixedFlags[k].longName, required_argument, 0, perfFixedFlags[k].flag};
+    if (used + 3 < shortLen) {
+      shortOpts[used++] = (char)perfFixedFlags[k].flag;
+      shortOpts[used++] = ':';
+      shortOpts[used] = '\0';
+    }
+  }
+  /* nccl-tests has spelled -M's long form both ways. */
+  longOpts[n++] = (struct option){"memory", required_argument, 0, 'M'};
+  longOpts[n] = (struct option){0, 0, 0, 0};
+}
+
+int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
+  struct option longOpts[MAX_LONG];
+  char shortOpts[96];
+  buildOptions(longOpts, shortOpts, sizeof(shortOpts));
   setDefaults(opts);
   opterr = 0; /* our own messages, with the flag's name */
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:z:a:E:T:J:h", longOpts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, shortOpts, longOpts, NULL)) != -1) {
     const char* a = optarg;
     switch (c) {
       case 'b': if (parseSize(a, &opts->minBytes) != 0 || opts->minBytes == 0)
@@ -187,15 +235,18 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       case 'w': if (parseInt(a, 0, INT_MAX, &opts->warmup) != 0)
                   return fail("-w wants 0 or more warm-up iterations; got '%s'", a);
                 break;
-      case 'c': if (parseInt(a, 0, 1, &opts->check) != 0)
-                  return fail("-c wants 0 or 1; got '%s'", a);
+      case 'c': if (parseInt(a, 0, INT_MAX, &opts->check) != 0)
+                  return fail("-c wants a number of check runs, 0 (none) or more; got '%s'", a);
                 break;
-      case 'o': if (parseOps(a, opts) != 0)
-                  return fail("-o wants sum, prod, min, max, avg or all; got '%s'", a);
+      case 'N': if (strcmp(a, "0") == 0)
+                  return fail("-N 0 (run until killed) is not supported; give a number of sweeps, like -N 100%s",
+                              "");
+                if (parseInt(a, 1, INT_MAX, &opts->cycles) != 0)
+                  return fail("-N wants a number of sweeps, 1 or more; got '%s'", a);
                 break;
-      case 'd': if (parseTypes(a, opts) != 0)
-                  return fail("-d wants int8, uint8, int32, uint32, int64, uint64, half, float16, "
-                              "float, float32, double, float64, bfloat16 or all; got '%s'", a);
+      case 'o': if (parseOps(a, opts) != 0) return failOp(a);
+                break;
+      case 'd': if (parseTypes(a, opts) != 0) return failType(a);
                 break;
       case 'r': if (parseInt(a, 0, INT_MAX, &opts->root) != 0)
                   return fail("-r wants a rank, 0 or more; got '%s'", a);
@@ -227,7 +278,14 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
         return 1;
       }
       case ':': return fail("%s needs a value", flagName(argv));
-      default: return fail("unknown flag '%s'", flagName(argv));
+      case '?': return fail("unknown flag '%s'", flagName(argv));
+      default: {
+        const perfFixedFlag_t* f = perfFixedFlagFind(c);
+        char why[400];
+        if (!f) return fail("unknown flag '%s'", flagName(argv));
+        if (perfFixedFlagCheck(f, a, why, sizeof(why)) != 0) return fail("%s", why);
+        break;
+      }
     }
   }
   if (optind >= argc)
@@ -240,6 +298,7 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
   if (opts->tunePath && opts->coll != PERF_ALL_REDUCE)
     return fail("--tune measures all_reduce only; got '%s'", argv[optind]);
   if (opts->tunePath && opts->baseline) return fail("--tune and --baseline are separate runs%s", "");
+  if (opts->tunePath && opts->cycles > 1) return fail("--tune measures once; drop -N%s", "");
   if (opts->minBytes > opts->maxBytes) return fail("-b is larger than -e%s", "");
   if (!anyValidPair(opts))
     return fail("avg needs a floating type (half, float, double, bfloat16)%s", "");

@@ -5,6 +5,8 @@
  *   types.c       data type and op tables, float16/bfloat16 encodings
  *   pattern.c     check inputs and expected results, computed independently
  *   buffers.c     device buffers with guard areas, fill and compare
+ *   fixed.c       nccl-tests flags taken only at fixed values (-t 1, -g 1, ...)
+ *   join.c        joining the job: a launcher's variables, or one rank alone
  *   ranks.c       small collectives that combine per-rank numbers
  *   describe.c    what each rank runs on: host, device, vendor library version
  *   meta.c        run metadata: version, mode, GPUBRIDGE_* variables
@@ -75,7 +77,9 @@ typedef struct {
   size_t minBytes, maxBytes;
   size_t stepFactor; /* -f, used when stepBytes is 0 */
   size_t stepBytes;  /* -i */
-  int iters, warmup, check, blocking, average, root;
+  int iters, warmup, blocking, average, root;
+  int check;          /* -c: check runs per size and form before timing, stopping at a wrong one (0: none) */
+  int cycles;         /* -N: times the whole sweep runs */
   int events;         /* -E: time with device events where every rank has them */
   int timeoutSeconds; /* 0: not given (the library's default applies) */
   int nTypes;
@@ -86,6 +90,22 @@ typedef struct {
   const char* tunePath;  /* --tune FILE; NULL: none */
   int baseline;          /* --baseline */
 } perfOptions_t;
+
+/* fixed.c: nccl-tests flags gpubridge-perf accepts only at the values that
+ * mean what it does anyway (-t 1, -g 1, -G 0, ...). */
+typedef struct {
+  int flag;             /* 't' */
+  const char* longName; /* "nthreads" */
+  int lo, hi;           /* the values accepted */
+  const char* what;     /* what the flag sets, for messages */
+  const char* why;      /* why other values are refused, and what to do; NULL: a range (-p), or -t/-g */
+} perfFixedFlag_t;
+
+extern const perfFixedFlag_t perfFixedFlags[];
+extern const int perfFixedFlagCount;
+const perfFixedFlag_t* perfFixedFlagFind(int flag); /* NULL: not one of them */
+/* 0 if value is accepted; else -1 with the message in why. */
+int perfFixedFlagCheck(const perfFixedFlag_t* f, const char* value, char* why, size_t len);
 
 /* Parses argv. Returns 0 to run, 1 when -h printed the usage (exit 0), or
  * PERF_EXIT_USAGE after printing why the command line is wrong. */
@@ -201,7 +221,16 @@ typedef struct {
   gbTopology_t topo;
   void* scratch; /* device memory for the small combining collectives */
   size_t scratchBytes;
+  int alone;     /* started without a launcher: a job of one rank (join.c) */
 } perfCtx_t;
+
+/* join.c. The first launcher variable set (RANK, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, GPUBRIDGE_UNIQUE_ID, ...), or NULL. */
+const char* perfJoinLauncherVar(void);
+/* Creates ctx->comm: gbCommInitFromEnv under a launcher; with none, a job of
+ * one rank (gbGetUniqueId, gbCommInitRankConfig) and ctx->alone = 1. Fails
+ * the process on an error. */
+void perfJoin(perfCtx_t* ctx, gbConfig_t* config);
 
 /* Unless res is gbSuccess: prints "gpubridge-perf: <call> failed: <code>:
  * <last error>" to stderr, aborts the communicator given to perfCheckUseComm

@@ -39,6 +39,8 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
   if (perfHasEmulatedIsland(t)) printf("# emulated AMD: an island runs HIP/RCCL on NVIDIA GPUs through the test rig\n");
   if (t->runKind == gbRunSimulated)
     printf("# simulated GPUs: timings are of the host simulation, not of GPUs\n");
+  if (ctx->alone)
+    printf("# one rank: started without a launcher; for N ranks, gpubridge-run -n N -- gpubridge-perf ...\n");
   printf("# minBytes %zu maxBytes %zu step: ", opts->minBytes, opts->maxBytes);
   if (opts->stepBytes > 0) printf("%zu(bytes)", opts->stepBytes);
   else printf("%zu(factor)", opts->stepFactor);

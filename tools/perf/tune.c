@@ -74,7 +74,10 @@ static int tuneSize(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* st, 
   uint64_t wrong[PERF_TUNE_MAX_POLICIES] = {0};
   for (int k = 0; k < n; k++) {
     perfRun_t r = {ctx, opts, PERF_ALL_REDUCE, dt, op, -1, c[k].comm, NULL};
-    if (opts->check) wrong[k] = perfMeasureCheck(&r, st, count, 0);
+    for (int c = 0; c < opts->check; c++) {
+      uint64_t w = perfMeasureCheck(&r, st, count, 0);
+      if (w > wrong[k]) wrong[k] = w;
+    }
     t[k] = perfMeasureTime(&r, st, count, 0);
   }
   perfRanksCombineDouble(ctx, t, n, gbMax);

@@ -13,8 +13,11 @@ void gbRunUsagePrint(FILE* f) {
     "                     [--keep-going] [--timeout SECONDS] [--port P] [--no-tag]\n"
     "                     [--] PROGRAM ARGS...\n"
     "Starts N local ranks of PROGRAM with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-    "GROUP_RANK, MASTER_ADDR, MASTER_PORT and GPUBRIDGE_JOB_SECRET set.\n"
-    "  -n N               number of ranks (default: the total of --vendors)\n"
+    "GROUP_RANK, MASTER_ADDR, MASTER_PORT and GPUBRIDGE_JOB_SECRET set, and\n"
+    "OMP_NUM_THREADS=1 when N > 1 and it is not set (as torchrun does; set it to override).\n"
+    "  -n N               number of ranks (default: the total of --vendors); also spelled\n"
+    "                     -np N, --np N (mpirun), --nproc-per-node N, --nproc_per_node N\n"
+    "                     (torchrun), with N attached by '=' in the long forms\n"
     "  --vendors SPEC     GPUBRIDGE_VENDOR per rank: LABEL:COUNT blocks in rank order,\n"
     "                     or one LABEL per rank; labels are 1..%d chars of [a-z0-9_-]\n"
     "  --keep-going       when a rank fails, let the others finish\n"
@@ -119,6 +122,21 @@ static int optionWithValue(const char* name, int argc, char** argv, int* i, cons
   return 1;
 }
 
+/* The number of ranks under the spellings people bring from other launchers:
+ * -n N and -nN (gpubridge-run), -np N and --np N (mpirun), --nproc-per-node N
+ * and --nproc_per_node N (torchrun; all ranks are on this host), the long
+ * ones also with "=N". Returns the spelling used, or NULL if argv[*i] is none
+ * of them; *value is NULL if N is missing. */
+static const char* rankCountOption(int argc, char** argv, int* i, const char** value) {
+  static const char* const longNames[] = {"-np", "--np", "--nproc-per-node", "--nproc_per_node"};
+  for (size_t k = 0; k < sizeof(longNames) / sizeof(longNames[0]); k++)
+    if (optionWithValue(longNames[k], argc, argv, i, value)) return longNames[k];
+  const char* a = argv[*i];
+  if (strncmp(a, "-n", 2) != 0) return NULL;
+  *value = a[2] ? a + 2 : (*i + 1 < argc ? argv[++*i] : NULL);
+  return "-n";
+}
+
 static gbResult_t parseTimeout(const char* text, double* out) {
   char* end;
   errno = 0;
@@ -137,6 +155,7 @@ gbResult_t gbRunOptionsParse(int argc, char** argv, gbRunOptions_t* opts) {
   for (; i < argc; i++) {
     const char* a = argv[i];
     const char* v = NULL;
+    const char* name = NULL;
     if (strcmp(a, "--") == 0) {
       i++;
       break;
@@ -149,10 +168,9 @@ gbResult_t gbRunOptionsParse(int argc, char** argv, gbRunOptions_t* opts) {
       opts->keepGoing = 1;
     } else if (strcmp(a, "--no-tag") == 0) {
       opts->noTag = 1;
-    } else if (strncmp(a, "-n", 2) == 0 && strncmp(a, "--", 2) != 0) {
-      v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v) return gbRunFail(gbInvalidArgument, "-n needs a number of ranks");
-      GB_RUN_CHECK(parseInt("-n", v, 1, GB_RUN_MAX_RANKS, &opts->nranks));
+    } else if ((name = rankCountOption(argc, argv, &i, &v)) != NULL) {
+      if (!v) return gbRunFail(gbInvalidArgument, "%s needs a number of ranks", name);
+      GB_RUN_CHECK(parseInt(name, v, 1, GB_RUN_MAX_RANKS, &opts->nranks));
       nGiven = 1;
     } else if (optionWithValue("--vendors", argc, argv, &i, &v)) {
       if (!v) return gbRunFail(gbInvalidArgument, "--vendors needs a list such as nvidia:2,amd:2");

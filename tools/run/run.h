@@ -44,8 +44,10 @@ gbResult_t gbRunFail(gbResult_t res, const char* fmt, ...) __attribute__((format
   } while (0)
 
 /* ---- env.c: the rendezvous environment every rank shares ---- */
-/* Sets WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT and
- * GPUBRIDGE_JOB_SECRET (unless already set) in the launcher's environment. */
+/* Sets WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+ * GPUBRIDGE_JOB_SECRET (unless already set) and, with more than one rank,
+ * OMP_NUM_THREADS=1 (unless already set; said on stderr) in the launcher's
+ * environment. */
 gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts);
 
 /* ---- output.c: one rank's stdout or stderr, forwarded whole lines at a time ---- */
