@@ -1,10 +1,10 @@
 /* How a user tells from the logs that gpubridge, not NCCL, serves a job's
  * NCCL calls. At GPUBRIDGE_DEBUG=INFO every communicator logs one line once
  * it is ready: rank, size, GPU, run kind, islands (vendor, size, leader),
- * the policy, and the NCCL version reported. At the default level (WARN)
- * one line per job says it too: rank 0 of each process's first
- * communicator (in a job, the world's rank 0), because replacing NCCL
- * silently would surprise whoever reads the logs. */
+ * the policy, and the NCCL version reported, and one line per job says it
+ * for the whole job: rank 0 of each process's first communicator (in a job,
+ * the world's rank 0). Both are INFO, as NCCL's own start-up lines: a
+ * healthy job is silent at the default level (WARN). */
 #include <stdio.h>
 
 #include "abi.h"
@@ -47,7 +47,7 @@ void gbNcclCommAnnounce(ncclComm_t comm) {
                t.nranks, comm->cudaDev, runKindName(t.runKind), split, t.nislands, t.nislands == 1 ? "" : "s",
                islands, policyName(t.policy), gbNcclVersionReported());
   if (first && t.rank == 0)
-    GB_NCCL_WARN("gpubridge serves this job's NCCL calls (libgpubridge-nccl): %d ranks, %s run%s, islands %s, "
+    GB_NCCL_INFO("gpubridge serves this job's NCCL calls (libgpubridge-nccl): %d ranks, %s run%s, islands %s, "
                  "policy %s; GPUBRIDGE_DEBUG=INFO shows every communicator", t.nranks, runKindName(t.runKind), split,
                  islands, policyName(t.policy));
 }

@@ -8,7 +8,11 @@
  * Threading: a communicator may be used by one thread at a time, except
  * gbCommAbort and gbCommGetAsyncError, which may be called from any thread.
  *
- * Vendor-neutral: this header needs only <stddef.h> and <stdint.h>.
+ * Vendor-neutral: this header needs only <stddef.h> and <stdint.h> (and
+ * gpubridge/version.h, generated from the file VERSION and installed next to it).
+ *
+ * Every function declared here, and nothing else, is exported by
+ * libgpubridge.so: each declaration carries GB_API (tests/install checks it).
  */
 #ifndef GPUBRIDGE_GPUBRIDGE_H
 #define GPUBRIDGE_GPUBRIDGE_H
@@ -16,14 +20,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* GB_MAJOR, GB_MINOR, GB_PATCH, GB_VERSION_STRING ("0.1.0") and
+ * GB_VERSION_CODE (MAJOR * 10000 + MINOR * 100 + PATCH, NCCL's rule). */
+#include "gpubridge/version.h"
+
+/* The library is built with hidden visibility; GB_API exports a declaration. */
+#if defined(__GNUC__) || defined(__clang__)
+#define GB_API __attribute__((visibility("default")))
+#else
+#define GB_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GB_MAJOR 0
-#define GB_MINOR 1
-#define GB_PATCH 0
-#define GB_VERSION_CODE (GB_MAJOR * 10000 + GB_MINOR * 100 + GB_PATCH)
 
 /* ------------------------------------------------------------------ types */
 
@@ -169,59 +179,59 @@ typedef struct {
 /* ---------------------------------------------------------- version, errors */
 
 /* Writes GB_VERSION_CODE of the loaded library. */
-gbResult_t gbGetVersion(int* version);
+GB_API gbResult_t gbGetVersion(int* version);
 
 /* A short, static description of a result code. */
-const char* gbGetErrorString(gbResult_t result);
+GB_API const char* gbGetErrorString(gbResult_t result);
 
 /* The last error message this process recorded, with its cause and what to do;
  * "" if none. comm may be NULL. The text is valid until the next gpubridge call
  * on this thread. */
-const char* gbGetLastError(gbComm_t comm);
+GB_API const char* gbGetLastError(gbComm_t comm);
 
 /* ----------------------------------------------------------- communicators */
 
 /* Makes a new unique id and starts, in this process, the rendezvous root that
  * serves the ranks which init with it. Call once per communicator, on one
  * process, and pass the bytes to every rank. Does not block. */
-gbResult_t gbGetUniqueId(gbUniqueId* uniqueId);
+GB_API gbResult_t gbGetUniqueId(gbUniqueId* uniqueId);
 
 /* Creates a communicator of nranks ranks; this process is `rank`. Collective:
  * every rank calls it with the same id and nranks. Blocks until every rank
  * joined and the root's one verdict arrived: either the topology, or an error
  * (the same text on every rank, see gbGetLastError) naming each rank at fault. */
-gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int rank);
+GB_API gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int rank);
 
 /* As gbCommInitRank, with settings. With config->blocking == 0 it returns
  * gbInProgress at once; poll gbCommGetAsyncError until it stops saying so. */
-gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId,
-                                int rank, gbConfig_t* config);
+GB_API gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId,
+                                       int rank, gbConfig_t* config);
 
 /* Creates a communicator from a launcher's environment: GPUBRIDGE_UNIQUE_ID, or
  * RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun, gpubridge-run),
  * SLURM_PROCID/SLURM_NTASKS (Slurm), OMPI_COMM_WORLD_RANK/SIZE (Open MPI).
  * Rank 0 hosts the rendezvous root on MASTER_ADDR:MASTER_PORT. config may be
  * NULL. Blocks like gbCommInitRank. */
-gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config);
+GB_API gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config);
 
 /* Waits (up to the deadline) until every collective enqueued on comm has
  * finished its host steps. Collective in effect: do it on every rank. */
-gbResult_t gbCommFinalize(gbComm_t comm);
+GB_API gbResult_t gbCommFinalize(gbComm_t comm);
 
 /* Finalizes if needed, then frees every resource of comm. */
-gbResult_t gbCommDestroy(gbComm_t comm);
+GB_API gbResult_t gbCommDestroy(gbComm_t comm);
 
 /* Stops comm at once, from any thread: every wait inside gpubridge for comm
  * returns, pending work is dropped, peers see the connections close. Frees comm. */
-gbResult_t gbCommAbort(gbComm_t comm);
+GB_API gbResult_t gbCommAbort(gbComm_t comm);
 
 /* gbSuccess, gbInProgress while a non-blocking init runs, or the first error
  * of asynchronous work (a peer that failed, a deadline passed). Any thread. */
-gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError);
+GB_API gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError);
 
-gbResult_t gbCommCount(const gbComm_t comm, int* count);
-gbResult_t gbCommUserRank(const gbComm_t comm, int* rank);
-gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology);
+GB_API gbResult_t gbCommCount(const gbComm_t comm, int* count);
+GB_API gbResult_t gbCommUserRank(const gbComm_t comm, int* rank);
+GB_API gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology);
 
 /* ------------------------------------------------------------ collectives
  * Each call checks its arguments on the calling thread and returns an error
@@ -236,63 +246,63 @@ gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology);
  */
 
 /* recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. */
-gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                       gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
-                       void* stream);
+GB_API gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
+                              void* stream);
 
 /* Copies root's sendbuff into every rank's recvbuff. sendbuff is read on the
  * root only. In place when sendbuff == recvbuff. */
-gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                       gbDataType_t datatype, int root, gbComm_t comm,
-                       void* stream);
+GB_API gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                              gbDataType_t datatype, int root, gbComm_t comm,
+                              void* stream);
 
 /* recvbuff on root = op over ranks of sendbuff; recvbuff is not touched (and
  * may be NULL) elsewhere. In place on the root when sendbuff == recvbuff. */
-gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count,
-                    gbDataType_t datatype, gbRedOp_t op, int root, gbComm_t comm,
-                    void* stream);
+GB_API gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           gbDataType_t datatype, gbRedOp_t op, int root, gbComm_t comm,
+                           void* stream);
 
 /* recvbuff[r*sendcount .. (r+1)*sendcount) = rank r's sendbuff. In place when
  * sendbuff == recvbuff + rank*sendcount. */
-gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                       gbDataType_t datatype, gbComm_t comm, void* stream);
+GB_API gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                              gbDataType_t datatype, gbComm_t comm, void* stream);
 
 /* recvbuff = op over ranks of sendbuff[rank*recvcount .. (rank+1)*recvcount).
  * In place when recvbuff == sendbuff + rank*recvcount. */
-gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                           gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
-                           void* stream);
+GB_API gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  gbDataType_t datatype, gbRedOp_t op, gbComm_t comm,
+                                  void* stream);
 
 /* recvbuff[r*count ..] = rank r's sendbuff[rank*count ..]: count elements to
  * and from every rank. In place when sendbuff == recvbuff (NCCL 2.28's rule);
  * any other overlap is gbInvalidArgument. */
-gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count,
-                      gbDataType_t datatype, gbComm_t comm, void* stream);
+GB_API gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                             gbDataType_t datatype, gbComm_t comm, void* stream);
 
 /* Point to point. Outside a group each call is its own operation; between
  * gbGroupStart and gbGroupEnd, the sends and receives of one communicator
  * run together as one operation (so a rank may send to and receive from
  * the same peer without deadlock). A send of count elements must meet a
  * receive of the same count and type on the peer, in the same order. */
-gbResult_t gbSend(const void* sendbuff, size_t count, gbDataType_t datatype, int peer,
-                  gbComm_t comm, void* stream);
-gbResult_t gbRecv(void* recvbuff, size_t count, gbDataType_t datatype, int peer,
-                  gbComm_t comm, void* stream);
+GB_API gbResult_t gbSend(const void* sendbuff, size_t count, gbDataType_t datatype, int peer,
+                         gbComm_t comm, void* stream);
+GB_API gbResult_t gbRecv(void* recvbuff, size_t count, gbDataType_t datatype, int peer,
+                         gbComm_t comm, void* stream);
 
 /* Groups nest; the outermost gbGroupEnd issues what the group collected (per
  * communicator, in call order). Thread-local, as in NCCL. */
-gbResult_t gbGroupStart(void);
-gbResult_t gbGroupEnd(void);
+GB_API gbResult_t gbGroupStart(void);
+GB_API gbResult_t gbGroupEnd(void);
 
 /* The stream passes this point once every rank's stream reached it. */
-gbResult_t gbBarrier(gbComm_t comm, void* stream);
+GB_API gbResult_t gbBarrier(gbComm_t comm, void* stream);
 
 /* Creates an op that sums scalar * x over ranks (what FSDP uses for its
  * gradient pre-division). *scalar has type datatype; residence says where.
  * The op belongs to comm and is valid until gbRedOpDestroy. */
-gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype,
-                                  gbScalarResidence_t residence, gbComm_t comm);
-gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm);
+GB_API gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype,
+                                         gbScalarResidence_t residence, gbComm_t comm);
+GB_API gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm);
 
 /* ------------------------------------------------------------ split
  * Collective over comm's ranks: ranks with the same color form a new
@@ -301,26 +311,66 @@ gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm);
  * a child within one vendor runs native, a mixed one bridges. Parent and
  * children are independent afterwards (any use order, any destroy order).
  * config NULL inherits the parent's settings. */
-gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm,
-                       gbConfig_t* config);
+GB_API gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm,
+                              gbConfig_t* config);
 
 /* ------------------------------------------------ device helpers (gpubridge)
  * Vendor-neutral access to this process's device, so tools and tests need no
  * CUDA or HIP headers: the real GPU, or host memory and worker-thread streams
  * when simulated. The device is chosen on first use from GPUBRIDGE_VENDOR. */
 
-gbResult_t gbMemAlloc(void** ptr, size_t size);
-gbResult_t gbMemFree(void* ptr);
+GB_API gbResult_t gbMemAlloc(void** ptr, size_t size);
+GB_API gbResult_t gbMemFree(void* ptr);
 /* Synchronous copies between host memory and device memory. */
-gbResult_t gbMemcpyToDevice(void* dst, const void* src, size_t size);
-gbResult_t gbMemcpyToHost(void* dst, const void* src, size_t size);
+GB_API gbResult_t gbMemcpyToDevice(void* dst, const void* src, size_t size);
+GB_API gbResult_t gbMemcpyToHost(void* dst, const void* src, size_t size);
 
-gbResult_t gbStreamCreate(void** stream);
+GB_API gbResult_t gbStreamCreate(void** stream);
 /* Waits until the stream's work is done. Returns the stream's first error:
  * a failed collective on a simulated device shows here as well as through
  * gbCommGetAsyncError. */
-gbResult_t gbStreamSynchronize(void* stream);
-gbResult_t gbStreamDestroy(void* stream);
+GB_API gbResult_t gbStreamSynchronize(void* stream);
+GB_API gbResult_t gbStreamDestroy(void* stream);
+
+/* What this process's device is: the one the helpers above and every
+ * communicator use, chosen and opened on first use as by gbMemAlloc. Strings
+ * are static. A GPU that is present but cannot be opened is an error
+ * (gbGetLastError says why). */
+typedef struct {
+  const char* backend; /* the device implementation: "cuda", "hip" or "host" */
+  const char* vendor;  /* the island this rank joins: "nvidia", "amd", GPUBRIDGE_VENDOR's value, "cpu" */
+  int runKind;         /* a gbRunKind_t */
+} gbDeviceInfo_t;
+
+GB_API gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info);
+
+/* ------------------------------------------------ configuration (gpubridge)
+ * The GPUBRIDGE_* environment variables the library reads (docs/ENV.md is
+ * generated from this table by `gpubridge-info -c --markdown`). They are read
+ * once, at the first call that needs them; later changes to the environment
+ * are not seen. Strings are owned by the library and valid for the life of
+ * the process. */
+
+typedef struct {
+  const char* name;         /* "GPUBRIDGE_TIMEOUT" */
+  const char* type;         /* "int 1..86400", "size 4K..1G", "enum: auto, hierarchical, ...", "string" */
+  const char* defaultValue; /* as a user would write it; "" when there is none */
+  const char* value;        /* the value in effect: the environment's when set and valid, else
+                               defaultValue; "(set, not shown)" for a secret (job secret, unique id) */
+  const char* error;        /* NULL, or the line of gbGetParamErrors that names this variable */
+  int isSet;                /* set: in the environment (an empty value counts as unset), or
+                               derived from another variable (GPUBRIDGE_VENDOR from GPUBRIDGE_VENDORS) */
+  int mustAgree;            /* every rank must hold the same value */
+  const char* doc;          /* one line */
+} gbParamInfo_t;
+
+/* The number of parameters; they are numbered 0 .. count-1, in the order of docs/ENV.md. */
+GB_API gbResult_t gbGetParamCount(int* count);
+/* Parameter `index`, with this process's value. */
+GB_API gbResult_t gbGetParamInfo(int index, gbParamInfo_t* info);
+/* Every invalid value found, one per line ("" when all are valid): a
+ * communicator init fails on every rank with these lines. */
+GB_API gbResult_t gbGetParamErrors(const char** errors);
 
 #ifdef __cplusplus
 }

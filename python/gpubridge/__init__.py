@@ -5,13 +5,37 @@ vendors, from Python.
 - With torch installed, `import gpubridge` registers the torch.distributed
   backend "gpubridge" and offers the direct API (init, all_reduce, ...) and
   a DDP communication hook. See docs/PYTHON.md.
+- The wheel also carries the C header (include_dir()), the drop-in NCCL ABI
+  (drop_in_path()) and the tools gpubridge-run, gpubridge-perf and
+  gpubridge-info (console scripts).
 """
 import atexit
+import os
 
-from ._lib import Error, get_version, has, library_path  # noqa: F401
+from . import _lib
+from ._lib import Error, drop_in_path, get_version, get_version_code, has, library_path  # noqa: F401
 
-__version__ = "0.1.0"
-__all__ = ["Error", "get_version", "has", "library_path"]
+__all__ = ["Error", "drop_in_path", "get_version", "get_version_code", "has", "include_dir", "library_path"]
+
+
+def include_dir():
+    """The folder holding gpubridge/gpubridge.h inside the installed package (-I for a C build)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+    if not os.path.exists(os.path.join(path, "gpubridge", "gpubridge.h")):
+        raise Error(_lib.SYSTEM_ERROR, "this gpubridge package carries no C header (%s is missing): install the wheel "
+                    "(pip install .), or use include/ of the source checkout and the build's include/" % path)
+    return path
+
+
+def __getattr__(name):
+    # __version__ is the loaded library's version (the file VERSION of its
+    # source), read when first asked for, so that importing needs no library.
+    if name == "__version__":
+        try:
+            return get_version()
+        except Error as e:
+            raise AttributeError("gpubridge.__version__ is the loaded library's version: %s" % e) from e
+    raise AttributeError("module 'gpubridge' has no attribute %r" % name)
 
 try:
     import torch.distributed as _dist

@@ -7,13 +7,19 @@ No behaviour lives here: every collective runs in the C library.
 
 The library is found, in order: $GPUBRIDGE_LIBRARY (the .so, or a build
 directory holding lib/libgpubridge.so), the copy installed inside this
-package, a build/ directory of the source checkout, then the system loader.
+package (lib/libgpubridge.so.0, from the wheel), a build/ directory of the
+source checkout, then the system loader. Only functions the public header
+declares are bound (tests/python/test_lib.py checks it).
 """
 import ctypes
 import os
 import threading
 
 UNIQUE_ID_BYTES = 128
+# The library's file name inside the wheel and its SONAME (what the drop-in
+# libgpubridge-nccl.so asks the loader for): one copy serves both.
+SONAME = "libgpubridge.so.0"
+DROP_IN = "libgpubridge-nccl.so"
 
 # gbResult_t
 SUCCESS = 0
@@ -65,6 +71,16 @@ class Config(ctypes.Structure):
                 ("timeoutSeconds", ctypes.c_int), ("chunkBytes", ctypes.c_int)]
 
 
+class DeviceInfo(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char_p), ("vendor", ctypes.c_char_p), ("runKind", ctypes.c_int)]
+
+
+class ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_char_p), ("defaultValue", ctypes.c_char_p),
+                ("value", ctypes.c_char_p), ("error", ctypes.c_char_p), ("isSet", ctypes.c_int),
+                ("mustAgree", ctypes.c_int), ("doc", ctypes.c_char_p)]
+
+
 class Topology(ctypes.Structure):
     _fields_ = [("nranks", ctypes.c_int), ("rank", ctypes.c_int), ("nislands", ctypes.c_int),
                 ("island", ctypes.c_int), ("runKind", ctypes.c_int), ("policy", ctypes.c_int),
@@ -114,6 +130,10 @@ _SIGNATURES = {
     "gbStreamCreate": [ctypes.POINTER(_P)],
     "gbStreamSynchronize": [_P],
     "gbStreamDestroy": [_P],
+    "gbGetDeviceInfo": [ctypes.POINTER(DeviceInfo)],
+    "gbGetParamCount": [ctypes.POINTER(_I)],
+    "gbGetParamInfo": [_I, ctypes.POINTER(ParamInfo)],
+    "gbGetParamErrors": [ctypes.POINTER(ctypes.c_char_p)],
 }
 _RESTYPES = {"gbGetErrorString": ctypes.c_char_p, "gbGetLastError": ctypes.c_char_p}
 
@@ -129,11 +149,11 @@ def _candidates():
             return [os.path.join(env, "lib", "libgpubridge.so"), os.path.join(env, "libgpubridge.so")]
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, "libgpubridge.so")]
+    out = [os.path.join(here, "lib", SONAME)]
     checkout = os.path.dirname(os.path.dirname(here))
     if os.path.exists(os.path.join(checkout, "include", "gpubridge", "gpubridge.h")):
         out.append(os.path.join(checkout, "build", "lib", "libgpubridge.so"))
-    out.append("libgpubridge.so.0")
+    out.append(SONAME)
     return out
 
 
@@ -167,6 +187,35 @@ def library():
 def library_path():
     library()
     return _path
+
+
+def _loaded_file():
+    """The file of the loaded library: the path it was loaded by, or, when the
+    system loader found it by name, the file mapped into this process."""
+    path = library_path()
+    if os.sep in path:
+        return os.path.abspath(path)
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                mapped = line.split(None, 5)[-1].strip()
+                if os.path.basename(mapped).startswith("libgpubridge.so"):
+                    return mapped
+    except OSError:
+        pass
+    return path
+
+
+def drop_in_path():
+    """The drop-in NCCL ABI, libgpubridge-nccl.so, that lies next to the loaded
+    libgpubridge (docs/DROP_IN.md): for LD_PRELOAD."""
+    lib = _loaded_file()
+    path = os.path.join(os.path.dirname(lib), DROP_IN)
+    if not os.path.isabs(path) or not os.path.exists(path):
+        raise Error(SYSTEM_ERROR, "%s is not next to the loaded library %s: install the package (pip install .), "
+                    "or build the target gpubridge-nccl in the build directory that holds the library"
+                    % (DROP_IN, lib))
+    return path
 
 
 _funcs = {}
@@ -205,10 +254,17 @@ def _check(res, comm=None):
 
 # ------------------------------------------------------------ version, errors
 
-def get_version():
+def get_version_code():
+    """gbGetVersion's code, MAJOR * 10000 + MINOR * 100 + PATCH (NCCL's rule): 100 for 0.1.0."""
     v = _I()
     _check(_fn("gbGetVersion")(ctypes.byref(v)))
     return v.value
+
+
+def get_version():
+    """The loaded library's version as a string, "0.1.0"."""
+    code = get_version_code()
+    return "%d.%d.%d" % (code // 10000, code // 100 % 100, code % 100)
 
 
 def get_error_string(result):
@@ -227,7 +283,7 @@ def make_config(blocking=None, policy=None, transport=None, timeout_seconds=None
     """A gbConfig_t with unset fields left GB_CONFIG_UNDEF_INT."""
     def v(x):
         return CONFIG_UNDEF_INT if x is None else int(x)
-    return Config(ctypes.sizeof(Config), CONFIG_MAGIC, get_version(), v(blocking), v(policy),
+    return Config(ctypes.sizeof(Config), CONFIG_MAGIC, get_version_code(), v(blocking), v(policy),
                   v(transport), v(timeout_seconds), v(chunk_bytes))
 
 
@@ -410,3 +466,37 @@ def stream_synchronize(stream):
 
 def stream_destroy(stream):
     _check(_fn("gbStreamDestroy")(stream))
+
+
+def get_device_info():
+    """This process's device: {"backend": "cuda"|"hip"|"host", "vendor": ..., "run_kind": ...}."""
+    info = DeviceInfo()
+    _check(_fn("gbGetDeviceInfo")(ctypes.byref(info)))
+    return {"backend": info.backend.decode(), "vendor": info.vendor.decode(),
+            "run_kind": RUN_KINDS.get(info.runKind, str(info.runKind))}
+
+
+# -------------------------------------------------------------- configuration
+
+def get_param_count():
+    n = _I()
+    _check(_fn("gbGetParamCount")(ctypes.byref(n)))
+    return n.value
+
+
+def get_param_info(index):
+    """GPUBRIDGE_* parameter `index` (0 .. get_param_count()-1) as a dict; error is None unless its value is invalid."""
+    p = ParamInfo()
+    _check(_fn("gbGetParamInfo")(int(index), ctypes.byref(p)))
+
+    def text(raw):
+        return raw.decode("utf-8", "replace") if raw is not None else None
+    return {"name": text(p.name), "type": text(p.type), "default": text(p.defaultValue), "value": text(p.value),
+            "error": text(p.error), "is_set": bool(p.isSet), "must_agree": bool(p.mustAgree), "doc": text(p.doc)}
+
+
+def get_param_errors():
+    """Every invalid GPUBRIDGE_* value, one per line; "" when all are valid (communicator init fails otherwise)."""
+    text = ctypes.c_char_p()
+    _check(_fn("gbGetParamErrors")(ctypes.byref(text)))
+    return text.value.decode("utf-8", "replace") if text.value else ""

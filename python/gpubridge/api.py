@@ -24,7 +24,8 @@ def init(rank=None, world_size=None, unique_id=None, timeout=None):
 
     With unique_id (the bytes of get_unique_id(), made on one process and
     shared), rank and world_size: gbCommInitRank. Without: gbCommInitFromEnv
-    (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Slurm; Open MPI;
+    (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, meeting through
+    the agent's store under a real torchrun; Slurm; Open MPI;
     GPUBRIDGE_UNIQUE_ID). timeout in seconds bounds every wait."""
     global _default
     if _default is not None:

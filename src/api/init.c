@@ -13,6 +13,18 @@
 #include "boot/topology.h"
 #include "core/settings.h"
 
+/* One INFO line per process naming the version, as NCCL's "NCCL version"
+ * line, before the first communicator's start-up says anything. */
+static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
+static void bannerLog(void) {
+  GB_INFO(GB_LOG_INIT, "gpubridge version %s (version code %d)", GB_VERSION_STRING, GB_VERSION_CODE);
+}
+static void banner(void) {
+  gbParamInit();
+  gbLogInit();
+  pthread_once(&bannerOnce, bannerLog);
+}
+
 gbResult_t gbGetVersion(int* version) {
   if (!version) return gbErrorSet(gbInvalidArgument, "gbGetVersion: version is NULL");
   *version = GB_VERSION_CODE;
@@ -22,8 +34,7 @@ gbResult_t gbGetVersion(int* version) {
 /* The root listens on this host's chosen interface (or loopback). */
 gbResult_t gbGetUniqueId(gbUniqueId* uniqueId) {
   if (!uniqueId) return gbErrorSet(gbInvalidArgument, "gbGetUniqueId: uniqueId is NULL");
-  gbParamInit();
-  gbLogInit();
+  banner();
   gbBootId_t id;
   memset(&id, 0, sizeof(id));
   char ifname[64];
@@ -126,8 +137,7 @@ gbResult_t gbApiInitWith(gbComm_t* out, int nranks, const gbUniqueId* uid, int r
 
 gbResult_t gbCommInitRankConfig(gbComm_t* comm, int nranks, gbUniqueId commId, int rank,
                                           gbConfig_t* config) {
-  gbParamInit();
-  gbLogInit();
+  banner();
   gbBootId_t id;
   GB_CHECK(gbBootIdUnpack(&commId, &id));
   return initWith(comm, nranks, &id, rank, 0, config);
@@ -138,8 +148,7 @@ gbResult_t gbCommInitRank(gbComm_t* comm, int nranks, gbUniqueId commId, int ran
 }
 
 gbResult_t gbCommInitFromEnv(gbComm_t* comm, gbConfig_t* config) {
-  gbParamInit();
-  gbLogInit();
+  banner();
   /* Arguments first: rank 0 starts the rendezvous root in gbBootEnvRead,
    * and a bad argument must fail before anything starts or is sent. */
   if (!comm) return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: comm is NULL");

@@ -109,7 +109,21 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_LIBRARY] = {"GPUBRIDGE_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                           "Python package only: the libgpubridge.so (or a build folder holding it) to load "
                           "instead of the one installed with the package; the library itself ignores it."},
+    [GB_PARAM_VENDORS] = {"GPUBRIDGE_VENDORS", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                          "Simulated vendor of every rank, for any launcher: LABEL:COUNT blocks in rank order "
+                          "(nvidia:2,amd:2) or one LABEL per rank (nvidia,amd,...), as gpubridge-run --vendors; "
+                          "each process takes the label of its launcher rank (RANK, SLURM_PROCID, "
+                          "OMPI_COMM_WORLD_RANK); the counts must add up to the world size. A rank's own "
+                          "GPUBRIDGE_VENDOR wins."},
 };
+
+const gbParamLauncher_t gbParamLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_JOB_ID"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid"},
+};
+const int gbParamLauncherCount = (int)(sizeof(gbParamLaunchers) / sizeof(gbParamLaunchers[0]));
 
 /* Words after the range in an INT error. */
 static const char* intUnit(gbParamId_t id) { return id == GB_PARAM_TIMEOUT ? "seconds" : NULL; }
@@ -122,6 +136,7 @@ typedef struct {
   int valid;
   char* text;    /* the environment's text when set */
   int64_t value; /* parsed value, or the default's when unset or invalid */
+  int derived;   /* GPUBRIDGE_VENDOR taken from GPUBRIDGE_VENDORS */
 } paramState_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -199,14 +214,73 @@ static int checkSubsys(const char* text, char* bad, size_t badLen) {
   }
 }
 
-static int checkVendor(const char* text) {
-  size_t n = strlen(text);
-  if (n < 1 || n > 15) return -1;
+static int labelValid(const char* text, size_t n) {
+  if (n < 1 || n > GB_PARAM_VENDOR_LABEL_MAX) return 0;
   for (size_t i = 0; i < n; i++) {
     char c = text[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return -1;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return 0;
   }
-  return 0;
+  return 1;
+}
+
+static int checkVendor(const char* text) { return labelValid(text, strlen(text)) ? 0 : -1; }
+
+/* Walks a vendor list: the number of ranks it names, or -1 (err says why).
+ * With label != NULL, copies the label of rank there when spec reaches it. */
+static int walkVendors(const char* spec, int rank, char* label, char* err, size_t errLen) {
+  int total = 0;
+  const char* p = spec;
+  if (err && errLen) err[0] = '\0';
+  for (;;) {
+    const char* end = p + strcspn(p, ",");
+    const char* colon = memchr(p, ':', (size_t)(end - p));
+    size_t labelLen = (size_t)((colon ? colon : end) - p);
+    if (!labelValid(p, labelLen)) {
+      if (err)
+        snprintf(err, errLen, "bad label '%.*s': want 1 to %d characters of a-z, 0-9, _ and -, as in "
+                 "nvidia:2,amd:2 or nvidia,amd", (int)(labelLen < 64 ? labelLen : 64), p, GB_PARAM_VENDOR_LABEL_MAX);
+      return -1;
+    }
+    long count = 1;
+    if (colon) {
+      char* numEnd;
+      errno = 0;
+      count = isdigit((unsigned char)colon[1]) ? strtol(colon + 1, &numEnd, 10) : -1;
+      if (count < 1 || errno || numEnd != end || count > GB_PARAM_VENDORS_MAX_RANKS) {
+        if (err)
+          snprintf(err, errLen, "bad count '%.*s' after '%.*s:': want a whole number from 1 to %d",
+                   (int)((size_t)(end - colon - 1) < 32 ? (size_t)(end - colon - 1) : 32), colon + 1, (int)labelLen, p,
+                   GB_PARAM_VENDORS_MAX_RANKS);
+        return -1;
+      }
+    }
+    if (total + count > GB_PARAM_VENDORS_MAX_RANKS) {
+      if (err) snprintf(err, errLen, "more than %d ranks", GB_PARAM_VENDORS_MAX_RANKS);
+      return -1;
+    }
+    if (label && rank >= total && rank < total + count) {
+      memcpy(label, p, labelLen);
+      label[labelLen] = '\0';
+    }
+    total += (int)count;
+    if (*end == '\0') return total;
+    p = end + 1;
+  }
+}
+
+int gbParamVendorsParse(const char* spec, char* err, size_t errLen) {
+  if (!spec) {
+    if (err) snprintf(err, errLen, "no list");
+    return -1;
+  }
+  return walkVendors(spec, -1, NULL, err, errLen);
+}
+
+int gbParamVendorsLabel(const char* spec, int rank, char label[GB_PARAM_VENDOR_LABEL_MAX + 1]) {
+  label[0] = '\0';
+  if (!spec || rank < 0) return -1;
+  int total = walkVendors(spec, rank, label, NULL, 0);
+  return total > rank ? 0 : -1;
 }
 
 int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, size_t errLen) {
@@ -260,6 +334,11 @@ int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, si
                  d->name, text);
         return -1;
       }
+      char why[200];
+      if (id == GB_PARAM_VENDORS && text[0] && gbParamVendorsParse(text, why, sizeof(why)) < 0) {
+        snprintf(err, errLen, "%s=%s: %s", d->name, text, why);
+        return -1;
+      }
       if (id == GB_PARAM_UNIQUE_ID && text[0]) {
         size_t n = strlen(text), k = 0;
         while (k < n && isxdigit((unsigned char)text[k])) k++;
@@ -287,6 +366,55 @@ static void appendLine(char** buf, const char* line) {
   if (old) p[old++] = '\n';
   memcpy(p + old, line, add + 1);
   *buf = p;
+}
+
+/* A launcher variable's whole number, or -1 (unset or unreadable). */
+static long launcherInt(const char* name) {
+  const char* v = getenv(name);
+  if (!v || !isdigit((unsigned char)v[0])) return -1;
+  char* end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  return (errno || *end || x > (1L << 30)) ? -1 : x;
+}
+
+/* GPUBRIDGE_VENDORS gives this process its GPUBRIDGE_VENDOR by its launcher
+ * rank, unless GPUBRIDGE_VENDOR is set. A list that does not fit the job is
+ * an error that every rank reports in the start-up verdict; the rank is then
+ * labelled as for an invalid GPUBRIDGE_VENDOR (simulated, not a CPU rank). */
+static void applyVendors(void) {
+  paramState_t* list = &state[GB_PARAM_VENDORS];
+  paramState_t* mine = &state[GB_PARAM_VENDOR];
+  if (!list->set || mine->set) return;
+  mine->set = 1; /* invalid unless the list gives a label below */
+  if (!list->valid) return; /* its error is recorded already */
+  int total = gbParamVendorsParse(list->text, NULL, 0);
+  const gbParamLauncher_t* l = NULL;
+  for (int i = 0; i < gbParamLauncherCount && !l; i++)
+    if (getenv(gbParamLaunchers[i].rank) && getenv(gbParamLaunchers[i].rank)[0]) l = &gbParamLaunchers[i];
+  long rank = l ? launcherInt(l->rank) : -1, size = l ? launcherInt(l->size) : -1;
+  char err[ERR_LEN], label[GB_PARAM_VENDOR_LABEL_MAX + 1];
+  if (!l)
+    snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS=%s needs this process's rank from its launcher (RANK, "
+             "SLURM_PROCID or OMPI_COMM_WORLD_RANK), and none is set; set GPUBRIDGE_VENDOR on each rank instead",
+             list->text);
+  else if (rank < 0)
+    snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS=%s needs this process's rank, but %s=%s is not one", list->text,
+             l->rank, getenv(l->rank));
+  else if (size >= 0 && size != total)
+    snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS=%s names %d rank%s, but %s=%ld; give it counts that add up to "
+             "the number of ranks", list->text, total, total == 1 ? "" : "s", l->size, size);
+  else if (rank >= total)
+    snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS=%s names %d rank%s, but this process is %s=%ld; give it counts "
+             "that add up to the number of ranks", list->text, total, total == 1 ? "" : "s", l->rank, rank);
+  else if (gbParamVendorsLabel(list->text, (int)rank, label) == 0 && (mine->text = strdup(label)) != NULL) {
+    mine->valid = 1;
+    mine->derived = 1;
+    return;
+  } else
+    snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS: out of memory");
+  appendLine(&errors, err);
+  appendLine(&pendingWarn, err);
 }
 
 static void readEnv(void) {
@@ -321,6 +449,7 @@ static void readEnv(void) {
              (int)(n < 200 ? n : 200), *e);
     appendLine(&pendingWarn, err);
   }
+  applyVendors();
 }
 
 void gbParamInit(void) {
@@ -424,8 +553,10 @@ void gbParamPrintTable(void* file, int markdown) {
     const gbParamDesc_t* d = &table[i];
     const paramState_t* s = &state[i];
     describeType(d, type, sizeof(type));
-    const char* current = !s->set ? "(default)" : isSecret((gbParamId_t)i) ? "(set, not shown)" : s->text;
-    fprintf(f, "%-26s = %s%s\n", d->name, current, s->set && !s->valid ? "  (INVALID: the default is used)" : "");
+    const char* current = !s->set ? "(default)" : isSecret((gbParamId_t)i) ? "(set, not shown)"
+                          : s->text ? s->text : "(from GPUBRIDGE_VENDORS)";
+    fprintf(f, "%-26s = %s%s%s\n", d->name, current, s->set && !s->valid ? "  (INVALID: the default is used)" : "",
+            s->derived ? "  (from GPUBRIDGE_VENDORS)" : "");
     fprintf(f, "    %s; default %s%s\n", type, d->defaultText[0] ? d->defaultText : "(empty)",
             d->mustAgree ? "; must agree on every rank" : "");
     fprintf(f, "    %s\n", d->doc);

@@ -38,6 +38,7 @@ typedef enum {
   GB_PARAM_THRESHOLDS,
   GB_PARAM_SHM,
   GB_PARAM_LIBRARY,
+  GB_PARAM_VENDORS,
   GB_PARAM_COUNT
 } gbParamId_t;
 
@@ -80,6 +81,29 @@ const char* gbParamErrors(void);
 /* Parses text as the parameter's type: 0 and *value on success, else -1 and a
  * message in err (what is wrong and what is allowed). */
 int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, size_t errLen);
+
+/* The launchers whose variables give a process its rank, in the order tried:
+ * torchrun (and gpubridge-run), Slurm, Open MPI. boot/env.c reads the rest. */
+typedef struct {
+  const char* launcher;                         /* "torchrun", "slurm", "openmpi" */
+  const char *rank, *size, *local, *localSize;  /* RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE */
+  const char* job;                              /* a job identity every rank shares */
+} gbParamLauncher_t;
+extern const gbParamLauncher_t gbParamLaunchers[];
+extern const int gbParamLauncherCount;
+
+/* Vendor lists: GPUBRIDGE_VENDORS and gpubridge-run --vendors. Comma-separated
+ * LABEL[:COUNT] items in rank order (COUNT defaults to 1): "nvidia:2,amd:2"
+ * (blocks) or "nvidia,amd,nvidia,amd" (one per rank). A label is 1 to
+ * GB_PARAM_VENDOR_LABEL_MAX characters of a-z, 0-9, _ and -. */
+#define GB_PARAM_VENDOR_LABEL_MAX 15
+#define GB_PARAM_VENDORS_MAX_RANKS 4096 /* boot's GB_MAX_RANKS */
+/* The number of ranks spec names, or -1 with what is wrong in err (without
+ * the variable's name, so each caller says where the spec came from). */
+int gbParamVendorsParse(const char* spec, char* err, size_t errLen);
+/* The label spec gives rank; 0 on success, -1 when spec is malformed or
+ * names fewer ranks. */
+int gbParamVendorsLabel(const char* spec, int rank, char label[GB_PARAM_VENDOR_LABEL_MAX + 1]);
 
 /* Writes the table (name, type, default, current value, doc) as text, or as a
  * Markdown table when markdown != 0. */

@@ -11,6 +11,7 @@
 
 #include "base/param.h"
 #include "base/result.h"
+#include "boot/env_store.h"
 #include "boot/exchange.h"
 #include "boot/probe.h"
 #include "boot/root.h"
@@ -27,17 +28,8 @@ static int readInt(const char* name, int* out) {
   return 1;
 }
 
-typedef struct {
-  const char* launcher;
-  const char *rank, *size, *local, *localSize, *job;
-} launcherVars_t;
-
-static const launcherVars_t launchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_JOB_ID"},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid"},
-};
+/* The launchers' variables: base/param.c's table (GPUBRIDGE_VENDORS reads it too). */
+typedef gbParamLauncher_t launcherVars_t;
 
 static uint64_t hashText(const char* s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -60,13 +52,13 @@ static const char* jobIdentity(const launcherVars_t* l, char* buf, size_t len) {
  * (so a loopback job is not reachable from the network), else any address.
  * A name that resolves to loopback here (127.0.1.1 in /etc/hosts) may name
  * this host to others: any address then too. */
-static void rootBindAddress(const char* addrText, const gbSockAddr_t* root, gbSockAddr_t* out) {
+static int rootBindAddress(const char* addrText, const gbSockAddr_t* root, gbSockAddr_t* out) {
   unsigned char buf[sizeof(struct in6_addr)];
   int literal = addrText[0] == '[' || inet_pton(AF_INET, addrText, buf) == 1 ||
                 inet_pton(AF_INET6, addrText, buf) == 1 || strcmp(addrText, "localhost") == 0;
   if (gbSockAddrIsLocal(root) && (literal || !gbSockAddrIsLoopback(root))) {
     *out = *root;
-    return;
+    return 1;
   }
   int port = gbSockAddrPort(root);
   memset(out, 0, sizeof(*out));
@@ -83,6 +75,7 @@ static void rootBindAddress(const char* addrText, const gbSockAddr_t* root, gbSo
     s->sin_port = htons((uint16_t)port);
     out->len = sizeof(*s);
   }
+  return 0;
 }
 
 static void note(char* problem, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -119,12 +112,34 @@ static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, c
   return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s", problem);
 }
 
+/* torchrun's agent store carries the unique id (env_store.c). A failure
+ * after this process started the root becomes its problem, reported to
+ * that root so the others hear it; a second RANK=0 reports itself too. */
+static gbResult_t storeRendezvous(gbBootEnv_t* out, const launcherVars_t* l, const char* addr, int port,
+                                  int rankKnown, char* problem, size_t len, int* hostsRoot) {
+  gbSockAddr_t store;
+  GB_CHECK(gbSockAddrParse(addr, port, &store));
+  gbSockAddrSetPort(&store, port);
+  gbSockAddr_t bind;
+  int bindMaster = rootBindAddress(addr, &store, &bind);
+  gbBootStoreRdv_t rdv = {&store, bindMaster ? &bind : NULL, rankKnown && out->rank == 0, rankKnown ? out->rank : -1,
+                          (double)gbParamInt(GB_PARAM_TIMEOUT)};
+  char rival[128];
+  gbResult_t res = gbBootStoreRendezvous(&rdv, &out->id, hostsRoot, rival, sizeof(rival));
+  if (res != gbSuccess && *hostsRoot) note(problem, len, "%s", gbErrorLast());
+  if (res == gbSuccess && rival[0])
+    note(problem, len, "%s=0 is claimed twice: by %s first, then by this process; give each process its own rank",
+         l->rank, rival);
+  return res;
+}
+
 gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   memset(out, 0, sizeof(*out));
   char problem[480] = "";
   const launcherVars_t* l = NULL;
   int rankKnown = 0, sizeKnown = 0;
-  for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]) && !l; i++) {
+  const launcherVars_t* launchers = gbParamLaunchers;
+  for (int i = 0; i < gbParamLauncherCount && !l; i++) {
     int r = readInt(launchers[i].rank, &out->rank), s = readInt(launchers[i].size, &out->nranks);
     if (r < 0 || s < 0 || (r == 1 && s == 1)) {
       l = &launchers[i];
@@ -170,6 +185,8 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   /* Without a unique id: MASTER_ADDR and MASTER_PORT, also the way to tell
    * the job about a problem above. */
   int canReach = haveId, hostsRoot = 0;
+  /* Under a real torchrun its agent listens on MASTER_PORT: meet through its store. */
+  int fromStore = !haveId && strcmp(l->launcher, "torchrun") == 0 && gbBootEnvAgentStore();
   char identity[256];
   const char* job = jobIdentity(l, identity, sizeof(identity));
   const char* addr = getenv("MASTER_ADDR");
@@ -195,6 +212,14 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
       if (!problem[0])
         return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: MASTER_PORT is not set: set it to a free port on "
                                              "MASTER_ADDR's host, the same for every rank");
+    } else if (havePort == 1 && fromStore) {
+      gbResult_t got = storeRendezvous(out, l, addr, port, rankKnown, problem, sizeof(problem), &hostsRoot);
+      if (got != gbSuccess && !hostsRoot) {
+        if (!problem[0]) return got;
+        return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s (the other ranks could not be told: %s)", problem,
+                          gbErrorLast());
+      }
+      canReach = 1;
     } else if (havePort == 1) {
       gbResult_t parsed = gbSockAddrParse(addr, port, &out->id.root);
       if (parsed != gbSuccess && !problem[0]) return parsed;
@@ -216,7 +241,7 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
     }
   }
 
-  if (canReach && !haveId && rankKnown && out->rank == 0) {
+  if (canReach && !haveId && !fromStore && rankKnown && out->rank == 0) {
     rootBindAddress(addr, &out->id.root, &out->rootBind);
     gbSockAddr_t bound;
     if (gbBootRootStart(&out->rootBind, out->id.secret, gbBootIdHash(&out->id), &bound) == gbSuccess) {
@@ -238,7 +263,9 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   }
   if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach);
 
-  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s:%d%s", out->rank, out->nranks, l->launcher,
-          addr, port, hostsRoot ? " (hosted here)" : "");
+  char rootText[96];
+  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s%s%s", out->rank, out->nranks, l->launcher,
+          gbSockAddrString(&out->id.root, rootText, sizeof(rootText)), hostsRoot ? " (hosted here)" : "",
+          fromStore ? ", found through torchrun's store" : "");
   return gbSuccess;
 }

@@ -1,9 +1,11 @@
 #include "boot/topology.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/result.h"
+#include "boot/validate.h"
 
 gbResult_t gbTopoBuild(const gbProbe_t* sorted, int nranks, int rank, gbTopo_t* t) {
   memset(t, 0, sizeof(*t));
@@ -62,4 +64,39 @@ void gbTopoFree(gbTopo_t* t) {
   free(t->vendor);
   free(t->vendorNames);
   memset(t, 0, sizeof(*t));
+}
+
+const char* gbTopoIslandsText(const gbTopo_t* t, char* out, size_t len) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int k = 0; k < t->nislands && used < len; k++) {
+    char list[256];
+    int w = snprintf(out + used, len - used, "%s%s: %s %s", k ? "; " : "", t->vendor[k],
+                     t->islandSize[k] > 1 ? "ranks" : "rank",
+                     gbBootRankList(t->members[k], t->islandSize[k], list, sizeof(list)));
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  return out;
+}
+
+int gbTopoUnknownVendors(const gbTopo_t* t, char* out, size_t len) {
+  static const char* const known[] = {"nvidia", "amd", "intel", "cpu"};
+  int count = 0;
+  size_t used = 0;
+  out[0] = '\0';
+  if (t->runKind != gbRunSimulated) return 0; /* a real device names its own vendor */
+  for (int k = 0; k < t->nislands; k++) {
+    int isKnown = 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) isKnown |= strcmp(t->vendor[k], known[i]) == 0;
+    if (isKnown) continue;
+    count++;
+    char list[256];
+    int w = used < len ? snprintf(out + used, len - used, "%s'%s' (%s %s)", count > 1 ? ", " : "", t->vendor[k],
+                                  t->islandSize[k] > 1 ? "ranks" : "rank",
+                                  gbBootRankList(t->members[k], t->islandSize[k], list, sizeof(list)))
+                       : 0;
+    if (w > 0) used += (size_t)w;
+  }
+  return count;
 }

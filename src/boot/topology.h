@@ -29,4 +29,11 @@ typedef struct {
 gbResult_t gbTopoBuild(const gbProbe_t* sorted, int nranks, int rank, gbTopo_t* out);
 void gbTopoFree(gbTopo_t* t);
 
+/* "nvidia: ranks 0-1; amd: ranks 2-3", islands in order. */
+const char* gbTopoIslandsText(const gbTopo_t* t, char* out, size_t len);
+/* Simulated labels that are no known vendor (nvidia, amd, intel, cpu): a
+ * typo such as "nvida" quietly forms an island of its own. Writes them
+ * ("'nvida' (rank 1)") to out and returns how many there are. */
+int gbTopoUnknownVendors(const gbTopo_t* t, char* out, size_t len);
+
 #endif

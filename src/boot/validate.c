@@ -315,15 +315,58 @@ static void addReports(problems_t* pr, const gbProbe_t* const* reports, int nrep
     }
     if (nmissing != 1) guess = -1;
   }
+  /* A report's world size against the ranks': a process told fewer ranks
+   * than the others (RANK beyond its WORLD_SIZE) is a world-size mismatch. */
+  char sizes[400] = "";
+  int agreed = nok > 0 ? ok[0]->nranks : 0;
+  for (int i = 1; i < nok; i++)
+    if (ok[i]->nranks != agreed) agreed = 0;
+  if (agreed > 0) {
+    int* ranks = malloc(sizeof(int) * (size_t)nok);
+    if (ranks) {
+      char list[256];
+      for (int i = 0; i < nok; i++) ranks[i] = ok[i]->rank;
+      snprintf(sizes, sizeof(sizes), "; %s %s %s WORLD_SIZE=%d, so the ranks disagree on the number of ranks: "
+               "start every rank with the same WORLD_SIZE (nranks)", nok > 1 ? "ranks" : "rank",
+               gbBootRankList(ranks, nok, list, sizeof(list)), nok > 1 ? "say" : "says", agreed);
+      free(ranks);
+    }
+  }
   for (int k = 0; k < nreports; k++) {
     char name[128];
     const gbProbe_t* r = reports[k];
+    const char* mismatch = r->nranks > 0 && agreed > 0 && r->nranks != agreed ? sizes : "";
     if (r->rank < 0 && guess >= 0)
-      add(pr, "%s, presumably rank %d (the one rank missing), cannot join: %s", who(r, name, sizeof(name)), guess,
-          r->problems);
+      add(pr, "%s, presumably rank %d (the one rank missing), cannot join: %s%s", who(r, name, sizeof(name)), guess,
+          r->problems, mismatch);
     else
-      add(pr, "%s cannot join: %s", who(r, name, sizeof(name)), r->problems);
+      add(pr, "%s cannot join: %s%s", who(r, name, sizeof(name)), r->problems, mismatch);
   }
+}
+
+/* Each rank's own problems (invalid values); ranks with the same text (a
+ * variable every rank was given alike) are named together, once. */
+static void addProblems(problems_t* pr, const gbProbe_t* probes, int n) {
+  int* ranks = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++) {
+    if (!probes[i].problems[0]) continue;
+    int seen = 0, m = 0;
+    for (int j = 0; j < i && !seen; j++) seen = strcmp(probes[j].problems, probes[i].problems) == 0;
+    if (seen) continue;
+    for (int j = i; j < n && ranks; j++)
+      if (strcmp(probes[j].problems, probes[i].problems) == 0) ranks[m++] = probes[j].rank;
+    if (m > 1) {
+      char list[256];
+      add(pr, "ranks %s%s: %s; fix the environment or config of %s (gpubridge-info -c lists valid values)",
+          gbBootRankList(ranks, m, list, sizeof(list)), m == n ? " (every rank)" : "", probes[i].problems,
+          m == n ? "every rank" : "those ranks");
+    } else {
+      add(pr, "rank %d (pid %d on %s): %s; fix that rank's environment or config (gpubridge-info -c lists "
+              "valid values)",
+          probes[i].rank, probes[i].pid, probes[i].host, probes[i].problems);
+    }
+  }
+  free(ranks);
 }
 
 gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int sortedCap, char* text,
@@ -352,11 +395,7 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
   addReports(&p, reports, nreports, ok, n);
   free(ok);
 
-  for (int i = 0; i < n; i++)
-    if (probes[i].problems[0])
-      add(&p, "rank %d (pid %d on %s): %s; fix that rank's environment or config (gpubridge-info -c lists "
-              "valid values)",
-          probes[i].rank, probes[i].pid, probes[i].host, probes[i].problems);
+  addProblems(&p, probes, n);
 
   if (n > 0 && describeSplit(probes, n, fNranks, showInt, split, sizeof(split)) > 1)
     add(&p, "ranks disagree on the number of ranks: %s; start every rank with the same WORLD_SIZE (nranks)",

@@ -229,8 +229,9 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   }
   if (res == gbSuccess) res = gbCommPipeline(plan.nchunks, w.depth, frontFn, backFn, &w);
   GB_CHECK(gbCommEnqueueEnd(c, stream, w.queued, res));
-  GB_TRACE(GB_LOG_COLL, "collective #%llu (%s) enqueued: %zu elements in %zu chunks, policy %d",
-           (unsigned long long)c->seq, gbPlanCollName(in->coll), in->count, plan.nchunks, plan.policy);
+  GB_TRACE(GB_LOG_COLL, "collective #%llu (%s) enqueued: %zu elements in %zu chunks, policy %s",
+           (unsigned long long)c->seq, gbPlanCollName(in->coll), in->count, plan.nchunks,
+           gbPlanPolicyName(plan.policy));
   return gbSuccess;
 }
 

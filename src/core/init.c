@@ -200,6 +200,20 @@ static void warnUnchecked(gbComm_t c, const gbProbe_t* probes) {
   }
 }
 
+/* A simulated label that names no vendor (a typo such as "nvida") forms
+ * an island of its own without complaint: rank 0 says so, once per process. */
+static void warnUnknownVendors(gbComm_t c) {
+  static int warned;
+  char labels[256], islands[512];
+  if (c->rank != 0 || c->settings.splitTest) return;
+  int n = gbTopoUnknownVendors(&c->topo, labels, sizeof(labels));
+  if (n == 0 || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  GB_WARN("vendor label%s %s %s no known vendor (nvidia, amd, intel, cpu), so %s an island of its own; the islands "
+          "are %s; check GPUBRIDGE_VENDOR or GPUBRIDGE_VENDORS for a typo (a label of your own is fine where meant)",
+          n > 1 ? "s" : "", labels, n > 1 ? "are" : "is", n > 1 ? "each forms" : "it forms",
+          gbTopoIslandsText(&c->topo, islands, sizeof(islands)));
+}
+
 static void fillPublicTopology(gbComm_t c) {
   gbTopology_t* p = &c->pub;
   p->nranks = c->nranks;
@@ -261,6 +275,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   if (res != gbSuccess) goto done;
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
   warnUnchecked(c, probes);
+  warnUnknownVendors(c);
   fillPublicTopology(c);
   /* Every rank of a job with an emulated AMD island says so from here on
    * (the emulated ranks already do, from their device). */
@@ -311,8 +326,9 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
   gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
-  GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d ranks)%s, policy %d", rank, nranks, t->island,
-          t->nislands, t->vendor[t->island], t->islandSize[t->island], t->isLeader ? ", leader" : "", c->policy);
+  GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d rank%s)%s, policy %s", rank, nranks,
+          t->island, t->nislands, t->vendor[t->island], t->islandSize[t->island], t->islandSize[t->island] == 1 ? "" : "s",
+          t->isLeader ? ", leader" : "", gbPlanPolicyName(c->policy));
 done:
   free(probes);
   return res;

@@ -26,6 +26,8 @@ typedef enum {
  * "alltoall", "sendrecv" (gpubridge-perf's names); -1 / "?" otherwise. */
 int gbPlanCollByName(const char* name);
 const char* gbPlanCollName(int coll);
+/* A gbPolicy_t's name as GPUBRIDGE_POLICY spells it ("split-rail"); "?" otherwise. */
+const char* gbPlanPolicyName(int policy);
 
 typedef enum {
   GB_ISLAND_NONE,

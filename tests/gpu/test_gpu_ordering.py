@@ -29,7 +29,7 @@ if not nvcc:
 
 exe = os.path.join(BUILD, "tests", "ordering_stress")
 lib = os.path.join(BUILD, "lib")
-subprocess.run([nvcc, "-O2", "-cudart", "shared", "-I", os.path.join(SOURCE, "include"),
+subprocess.run([nvcc, "-O2", "-cudart", "shared", "-I", os.path.join(SOURCE, "include"), "-I", os.path.join(BUILD, "include"),
                 os.path.join(SOURCE, "tests", "gpu", "ordering_stress.cu"), "-L", lib, "-lgpubridge",
                 "-Xlinker", "-rpath=" + os.path.abspath(lib), "-o", exe], check=True, timeout=300)
 

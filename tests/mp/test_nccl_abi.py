@@ -106,13 +106,14 @@ def check_logs(suite, label, how, ranks, extra, lines, err):
     islands, nislands = islands_text(ranks)
     policy = expected_policy(extra, ranks)
     n = len(ranks)
-    warn = [l for l in err.splitlines() if "serves this job's NCCL calls" in l]
+    job = [l for l in err.splitlines() if "serves this job's NCCL calls" in l]
     want = "%d ranks, simulated run, islands %s, policy %s" % (n, islands, policy)
-    suite.check(len(warn) == 1 and warn[0].startswith("[0] ") and " WARN INIT " in warn[0] and want in warn[0],
-                "%s: one WARN line from rank 0 says gpubridge serves the job (%s)" % (label, want),
-                "\n".join(warn) or "(no such line)")
     if how != "info":
+        suite.check(not job, "%s: the job line is INFO, so the default level prints none" % label, "\n".join(job))
         return
+    suite.check(len(job) == 1 and job[0].startswith("[0] ") and " INFO INIT " in job[0] and want in job[0],
+                "%s: one INFO line from rank 0 says gpubridge serves the job (%s)" % (label, want),
+                "\n".join(job) or "(no such line)")
     for r in range(n):
         rank_lines = lines.get(r, [])
         serves = [l for l in rank_lines if "gpubridge serves NCCL calls:" in l]

@@ -1,9 +1,13 @@
 """The ctypes layer alone (no torch, one process): one wrapper per C function
-of the public header, errors raised as gpubridge.Error with the library's
-text, and a one-rank communicator running calls on host-device memory."""
+of the public header and no binding of anything else, errors raised as
+gpubridge.Error with the library's text, the version (the file VERSION), the
+parameter table, the drop-in's place, and a one-rank communicator running
+calls on host-device memory."""
 import ctypes
+import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -13,7 +17,69 @@ import gbtest  # noqa: E402
 def header_functions():
     with open(os.path.join(gbtest.SOURCE_DIR, "include", "gpubridge", "gpubridge.h")) as f:
         text = f.read()
-    return sorted(set(re.findall(r"^(?:gbResult_t|const char\*)\s+(gb\w+)\(", text, re.M))), text
+    return sorted(set(re.findall(r"^(?:GB_API\s+)?(?:gbResult_t|const char\*)\s+(gb\w+)\(", text, re.M))), text
+
+
+# Run in a child process: the parameters are read once per process, and an
+# invalid one would fail every communicator of this one.
+PARAMS_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from gpubridge import _lib
+print(json.dumps({"params": [_lib.get_param_info(i) for i in range(_lib.get_param_count())],
+                  "errors": _lib.get_param_errors()}))
+"""
+
+
+def check_params(_lib, problems):
+    n = _lib.get_param_count()
+    infos = [_lib.get_param_info(i) for i in range(n)]
+    names = [p["name"] for p in infos]
+    if n < 20 or len(set(names)) != n or not all(x.startswith("GPUBRIDGE_") for x in names):
+        problems.append("parameter table: %d entries, names %s" % (n, names))
+    timeout = next((p for p in infos if p["name"] == "GPUBRIDGE_TIMEOUT"), None)
+    want = os.environ["GPUBRIDGE_TIMEOUT"]
+    if not timeout or (timeout["is_set"], timeout["value"], timeout["error"], timeout["type"]) != (
+            True, want, None, "int 1..86400"):
+        problems.append("GPUBRIDGE_TIMEOUT=%s reads as %s" % (want, timeout))
+    try:
+        _lib.get_param_info(n)
+        problems.append("gbGetParamInfo(%d) of %d parameters did not raise" % (n, n))
+    except _lib.Error as e:
+        if e.code != _lib.INVALID_ARGUMENT:
+            problems.append("gbGetParamInfo(count): code %d" % e.code)
+    env = dict(os.environ, GPUBRIDGE_POLICY="bogus", GPUBRIDGE_JOB_SECRET="hunter2-secret")
+    child = subprocess.run([sys.executable, "-c", PARAMS_CHILD, gbtest.PACKAGE_DIR], env=env, capture_output=True,
+                           text=True, timeout=60)
+    if child.returncode != 0:
+        problems.append("parameter child: exit %d: %s" % (child.returncode, child.stderr[-2000:]))
+        return
+    got = json.loads(child.stdout)
+    table = {p["name"]: p for p in got["params"]}
+    policy = table.get("GPUBRIDGE_POLICY") or {}
+    if policy.get("value") != "auto" or not (policy.get("error") or "").startswith("GPUBRIDGE_POLICY=bogus ") \
+            or not policy.get("is_set"):
+        problems.append("GPUBRIDGE_POLICY=bogus reads as %s (want the default in effect and an error)" % policy)
+    if got["errors"] != policy.get("error") or [p["name"] for p in got["params"] if p["error"]] != ["GPUBRIDGE_POLICY"]:
+        problems.append("the errors %r, per parameter %s" % (got["errors"], [p for p in got["params"] if p["error"]]))
+    if _lib.get_param_errors() != "":
+        problems.append("errors in this process, whose values are all valid: %r" % _lib.get_param_errors())
+    secret = table.get("GPUBRIDGE_JOB_SECRET") or {}
+    if secret.get("value") != "(set, not shown)" or "hunter2" in child.stdout:
+        problems.append("the job secret is shown: %s" % secret)
+
+
+def check_version(_lib, problems):
+    import gpubridge
+    with open(os.path.join(gbtest.SOURCE_DIR, "VERSION")) as f:
+        version = f.read().strip()
+    major, minor, patch = (int(x) for x in version.split("."))
+    if _lib.get_version() != version or gpubridge.get_version() != version:
+        problems.append("get_version() = %r, the file VERSION says %r" % (gpubridge.get_version(), version))
+    if gpubridge.__version__ != version:
+        problems.append("gpubridge.__version__ = %r, the file VERSION says %r" % (gpubridge.__version__, version))
+    if gpubridge.get_version_code() != major * 10000 + minor * 100 + patch:
+        problems.append("get_version_code() = %r for %s" % (gpubridge.get_version_code(), version))
 
 
 def camel_to_snake(name):
@@ -34,6 +100,8 @@ def main():
     funcs, text = header_functions()
     if len(funcs) < 30:
         problems.append("parsed only %d functions from the header" % len(funcs))
+    for name in sorted(set(_lib._SIGNATURES) - set(funcs)):
+        problems.append("_lib binds %s, which the public header does not declare" % name)
     for f in funcs:
         if f not in _lib._SIGNATURES:
             problems.append("%s has no signature in _lib" % f)
@@ -42,9 +110,19 @@ def main():
         elif not _lib.has(f):
             problems.append("%s is not exported by %s" % (f, _lib.library_path()))
 
-    m = [int(re.search(r"#define GB_%s (\d+)" % k, text).group(1)) for k in ("MAJOR", "MINOR", "PATCH")]
-    if _lib.get_version() != m[0] * 10000 + m[1] * 100 + m[2]:
-        problems.append("version %d, header says %s" % (_lib.get_version(), m))
+    check_version(_lib, problems)
+    check_params(_lib, problems)
+    drop_in = _lib.drop_in_path()
+    if (os.path.basename(drop_in) != "libgpubridge-nccl.so" or not os.path.isfile(drop_in)
+            or os.path.dirname(drop_in) != os.path.dirname(os.path.abspath(_lib.library_path()))):
+        problems.append("drop_in_path() = %s, library %s" % (drop_in, _lib.library_path()))
+    dev = _lib.get_device_info()
+    vendor = os.environ.get("GPUBRIDGE_VENDOR")
+    if vendor and dev != {"backend": "host", "vendor": vendor, "run_kind": "simulated"}:
+        problems.append("GPUBRIDGE_VENDOR=%s, device %s" % (vendor, dev))
+    if not vendor and not os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/kfd") and dev != {
+            "backend": "host", "vendor": "cpu", "run_kind": "cpu"}:
+        problems.append("no GPU, no GPUBRIDGE_VENDOR: device %s" % dev)
     if "invalid" not in _lib.get_error_string(_lib.INVALID_ARGUMENT).lower():
         problems.append("gbGetErrorString(4) = %r" % _lib.get_error_string(4))
 

@@ -55,7 +55,7 @@ static void testDefaults(void) {
       "GPUBRIDGE_SPLIT_TEST", "GPUBRIDGE_DEVICE", "GPUBRIDGE_CUDART_LIBRARY", "GPUBRIDGE_CUDA_LIBRARY",
       "GPUBRIDGE_NCCL_LIBRARY", "GPUBRIDGE_STREAM_FLAGS", "GPUBRIDGE_DEVICE_BACKEND", "GPUBRIDGE_HIP_LIBRARY",
       "GPUBRIDGE_RCCL_LIBRARY", "GPUBRIDGE_CHECK_CALLS", "GPUBRIDGE_RAILS", "GPUBRIDGE_THRESHOLDS",
-      "GPUBRIDGE_SHM", "GPUBRIDGE_LIBRARY"};
+      "GPUBRIDGE_SHM", "GPUBRIDGE_LIBRARY", "GPUBRIDGE_VENDORS"};
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
     CHECK(d && strcmp(d->name, names[i]) == 0, "descriptor %d is %s", i, d ? d->name : "NULL");

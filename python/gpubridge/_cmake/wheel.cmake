@@ -1,6 +1,21 @@
-# Included by project() when pip builds the Python package (pyproject.toml sets
-# CMAKE_PROJECT_INCLUDE): installs libgpubridge.so inside the package, under a
-# plain name the package loads, without editing the project's CMakeLists.txt.
-cmake_minimum_required(VERSION 3.19)
-cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL
-  install FILES "$<TARGET_FILE:gpubridge>" DESTINATION gpubridge RENAME libgpubridge.so)
+# Included by CMakeLists.txt when scikit-build-core builds the wheel (SKBUILD):
+# the install component "python" (pyproject.toml installs only it) puts, under
+# the package folder gpubridge/:
+#   lib/libgpubridge.so.0     the library, once, under its SONAME: _lib.py loads
+#                             it and the drop-in's loader finds it (one copy in a process)
+#   lib/libgpubridge-nccl.so  the drop-in NCCL ABI (rpath $ORIGIN)
+#   bin/gpubridge-run, -perf, -info  (rpath $ORIGIN/../lib; console scripts exec them)
+#   include/gpubridge/gpubridge.h, version.h
+set(GB_WHEEL_DIR gpubridge)
+install(FILES $<TARGET_FILE:gpubridge> DESTINATION ${GB_WHEEL_DIR}/lib
+  RENAME libgpubridge.so.${PROJECT_VERSION_MAJOR} COMPONENT python)
+install(TARGETS gpubridge-nccl LIBRARY DESTINATION ${GB_WHEEL_DIR}/lib COMPONENT python)
+if(NOT GB_BIN_TO_LIB STREQUAL "../lib")
+  # The tools' rpath leads from bin to CMAKE_INSTALL_LIBDIR; in the package, to lib.
+  foreach(tool run perf info)
+    set_property(TARGET gpubridge-${tool} APPEND PROPERTY INSTALL_RPATH "$ORIGIN/../lib")
+  endforeach()
+endif()
+install(TARGETS gpubridge-run gpubridge-perf gpubridge-info RUNTIME DESTINATION ${GB_WHEEL_DIR}/bin COMPONENT python)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h ${PROJECT_BINARY_DIR}/include/gpubridge/version.h
+  DESTINATION ${GB_WHEEL_DIR}/include/gpubridge COMPONENT python)

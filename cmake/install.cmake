@@ -1,0 +1,47 @@
+# Install rules (docs/INSTALL.md): `cmake --install <build> --prefix P` puts
+#   P/lib/libgpubridge.so.X.Y.Z, .so.X, .so  the library (SONAME libgpubridge.so.X)
+#   P/lib/libgpubridge-nccl.so               the drop-in NCCL ABI (docs/DROP_IN.md)
+#   P/include/gpubridge/gpubridge.h, version.h
+#   P/bin/gpubridge-run, gpubridge-perf, gpubridge-info
+#   P/lib/pkgconfig/gpubridge.pc             pkg-config --cflags --libs gpubridge
+#   P/lib/cmake/gpubridge/                   find_package(gpubridge): gpubridge::gpubridge
+# (lib is CMAKE_INSTALL_LIBDIR: lib64 or lib/<arch> on some systems.) Every
+# file names its neighbours by relative path, so the tree can be moved.
+include(CMakePackageConfigHelpers)
+set(GB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpubridge)
+
+install(TARGETS gpubridge EXPORT gpubridgeTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT development)
+install(TARGETS gpubridge-nccl EXPORT gpubridgeTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
+install(TARGETS gpubridge-run gpubridge-perf gpubridge-info EXPORT gpubridgeTargets
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h
+              ${PROJECT_BINARY_DIR}/include/gpubridge/version.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge COMPONENT development)
+
+# CMake package: gpubridge::gpubridge (the library), gpubridge::gpubridge-nccl,
+# gpubridge::gpubridge-run, -perf, -info.
+install(EXPORT gpubridgeTargets NAMESPACE gpubridge:: DESTINATION ${GB_CMAKE_DIR} COMPONENT development)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/gpubridgeConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/gpubridgeConfig.cmake INSTALL_DESTINATION ${GB_CMAKE_DIR})
+# Before 1.0 a new minor version may change the API: only the same MAJOR.MINOR matches.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/gpubridgeConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/cmake/gpubridgeConfig.cmake ${PROJECT_BINARY_DIR}/cmake/gpubridgeConfigVersion.cmake
+  DESTINATION ${GB_CMAKE_DIR} COMPONENT development)
+
+# pkg-config: the prefix is found from the .pc file's own place (${pcfiledir}),
+# so `cmake --install --prefix` anywhere gives a working file.
+file(RELATIVE_PATH GB_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" GB_PC_TO_PREFIX "${GB_PC_TO_PREFIX}")
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(GB_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(GB_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/gpubridge.pc.in ${PROJECT_BINARY_DIR}/cmake/gpubridge.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/cmake/gpubridge.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
