@@ -5,6 +5,7 @@ Real GPUs, one process per GPU, NVIDIA and AMD nodes in one job:
 
 Simulated on one machine (no GPU), ranks 0-1 as NVIDIA and 2-3 as AMD:
     torchrun --nproc-per-node 4 examples/torchrun_ddp.py --simulate nvidia:2,amd:2
+(the same as GPUBRIDGE_VENDORS=nvidia:2,amd:2 torchrun --nproc-per-node 4 examples/torchrun_ddp.py)
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT;
 init_process_group(backend="gpubridge") reads them (env://) and rank 0
@@ -19,17 +20,6 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
-def simulated_vendor(spec, rank):
-    """'nvidia:2,amd:2' -> the vendor of this rank."""
-    vendors = []
-    for part in spec.split(","):
-        name, _, n = part.partition(":")
-        vendors += [name] * int(n or 1)
-    if rank >= len(vendors):
-        raise SystemExit("--simulate %s names %d ranks; this is rank %d" % (spec, len(vendors), rank))
-    return vendors[rank]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--simulate", metavar="VENDORS", help="simulate GPUs on the host, e.g. nvidia:2,amd:2")
@@ -38,8 +28,9 @@ def main():
     args = ap.parse_args()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
     if args.simulate:
-        # Read by the library when the first communicator is made.
-        os.environ["GPUBRIDGE_VENDOR"] = simulated_vendor(args.simulate, rank)
+        # Read by the library when the first communicator is made: each rank
+        # takes the entry at its RANK.
+        os.environ["GPUBRIDGE_VENDORS"] = args.simulate
         os.environ.setdefault("GPUBRIDGE_SOCKET_IFNAME", "lo")
 
     import gpubridge  # registers the "gpubridge" backend

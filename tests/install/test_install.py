@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`cmake --install` of this build into a temporary prefix, then an outside C
-program (consumer/allreduce.c: a 3-rank, two-island all-reduce with checked
+program (examples/c/allreduce.c: a 3-rank, two-island all-reduce with checked
 sums) built against the installed tree by pkg-config and by find_package, and
 against the source tree by add_subdirectory; each runs under the installed
 gpubridge-run. The installed files must not lean on the build tree."""
@@ -12,7 +12,7 @@ import time
 
 import installtest as it
 
-CONSUMER = os.path.join(it.HERE, "consumer")
+CONSUMER = os.path.join(it.SOURCE_DIR, "examples", "c")
 RANKS = 3
 VENDORS = "nvidia:2,amd:1"
 

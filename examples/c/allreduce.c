@@ -1,5 +1,6 @@
-/* An outside program built against an installed gpubridge (tests/install):
- * every rank of a gpubridge-run job all-reduces rank-dependent values and
+/* A complete gpubridge program, built outside the project against an
+ * installed gpubridge (README.md, docs/INSTALL.md; tests/install builds and
+ * runs it): every rank of a job all-reduces rank-dependent values and
  * checks the sums; it also checks that the header and the library it runs
  * with are the same version. Prints "ok: rank R of N, version V" on success. */
 #include <gpubridge/gpubridge.h>
