@@ -49,13 +49,14 @@ def run_mpi(prog, extra, a):
 
 p = argparse.ArgumentParser()
 p.add_argument("--build", default="build")
-p.add_argument("--out", default="docs/perf")
+p.add_argument("--out", help="where results go (default: BUILD/perf)")
 p.add_argument("-b", type=size_arg, default=8)
 p.add_argument("-e", type=size_arg, default=64 << 20)
 p.add_argument("-n", type=int, default=20)
 p.add_argument("-w", type=int, default=5)
 p.add_argument("--repeat", type=int, default=3)
 a = p.parse_args()
+a.out = a.out or os.path.join(a.build, "perf")
 os.makedirs(a.out, exist_ok=True)
 before = machine()
 

@@ -140,7 +140,7 @@ def stranger(host, port, data, kind, rng_seed, close_first=False, trickle=False,
 
 
 def garbage(rng, n):
-    b = bytearray(rng.getrandbits(8) for _ in range(n))
+    b = bytearray(rng.randbytes(n))
     if len(b) >= 8 and struct.unpack_from("<Q", b)[0] == MAGIC:
         b[0] ^= 0xFF
     return bytes(b)
@@ -376,10 +376,12 @@ def main_job(suite, rng, tmp, root_inputs, peer_seconds, peer_inputs, do_root, d
                     if m:
                         found[name] = int(m.group(1))
                 return found if len(found) == N else None
+            # Drawn before the listeners are looked up: the job's soak runs a
+            # fixed time, and the strangers must all arrive within it.
+            inputs = make_inputs(rng, peer_inputs, secret, comm_hash, False, 0)
             found = trials.until(60, ports)
             if suite.check(found is not None, "every rank logs its peer listener", job.text()[0][-2000:]):
                 listen = sorted(found.values())
-                inputs = make_inputs(rng, peer_inputs, secret, comm_hash, False, 0)
                 idle = [("idle", b"", False, False, True)] * 4
                 t0 = time.monotonic()
                 results = run_inputs("127.0.0.1", listen, idle + inputs, rng, deadline=t0 + peer_seconds, workers=16)

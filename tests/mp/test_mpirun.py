@@ -4,7 +4,8 @@ MPMD command line) runs validated all-reduces, once with MASTER_ADDR and
 MASTER_PORT exported (-x) and once without (the library derives them).
 
 Without mpirun on PATH it prints "SKIP: mpirun not installed" and exits 77,
-unless GB_TEST_REQUIRE_MPI is set (CI installs openmpi-bin): then it fails.
+unless GB_TEST_REQUIRE_MPI is set: then it fails. `make test` installs
+openmpi-bin where it may, and fails when any non-GPU suite skips.
 """
 import os
 import re
