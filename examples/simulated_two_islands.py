@@ -9,11 +9,10 @@ the library then runs the same schedule it runs on GPUs (island steps, the
 host bridge between the islands' leaders) with host memory as device memory.
 """
 import argparse
-import multiprocessing as mp
 import os
-import socket
 import sys
-import time
+
+import local_job
 
 VENDORS = ["nvidia", "nvidia", "amd", "amd"]
 
@@ -65,32 +64,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=300, help="seconds before the job is stopped")
     args = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    # Run from a source checkout without installing: use its package.
-    pkg = os.path.join(os.path.dirname(here), "python")
-    if os.path.isdir(os.path.join(pkg, "gpubridge")):
-        sys.path.insert(0, pkg)
-        os.environ["PYTHONPATH"] = pkg + os.pathsep + os.environ.get("PYTHONPATH", "")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")  # a GPU context would not survive fork
-    procs = [ctx.Process(target=rank_main, args=(r, port, args.steps)) for r in range(len(VENDORS))]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + args.timeout
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    late = [r for r, p in enumerate(procs) if p.is_alive()]
-    for r in late:
-        procs[r].kill()
-        procs[r].join(10)
-    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
-    if late or failed:
-        print("ranks %s did not finish in %.0f s; ranks %s failed" % (late, args.timeout, failed))
-        return 1
-    return 0
-
+    return local_job.run_ranks(rank_main, len(VENDORS), (args.steps,), args.timeout)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,7 +6,8 @@
  * by gbStreamCreate), same in-place rules, same enum values. Porting is a rename.
  *
  * Threading: a communicator may be used by one thread at a time, except
- * gbCommAbort and gbCommGetAsyncError, which may be called from any thread.
+ * gbCommAbort, gbCommGetAsyncError and the flight-recorder functions
+ * (gbCommSetObserver .. gbCommDumpTrace), which may be called from any thread.
  *
  * Vendor-neutral: this header needs only <stddef.h> and <stdint.h> (and
  * gpubridge/version.h, generated from the file VERSION and installed next to it).
@@ -343,6 +344,76 @@ typedef struct {
 } gbDeviceInfo_t;
 
 GB_API gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info);
+
+/* ------------------------------------------------ flight recorder (gpubridge)
+ * Each communicator keeps a ring of its recent collectives and send/recv
+ * groups (GPUBRIDGE_TRACE_BUFFER entries; 0 turns it off): what was called and
+ * when each phase began. On a timeout, a peer's failure, gbCommAbort or
+ * GPUBRIDGE_TRACE_SIGNAL every rank writes it to GPUBRIDGE_TRACE_DIR as
+ * gpubridge-trace-<id>-r<rank>.json (schema gpubridge-trace/1, docs/TRACE.md);
+ * `gpubridge-info --trace DIR` names the rank at fault. */
+
+typedef enum { gbCollAllReduce = 0, gbCollBroadcast = 1, gbCollReduce = 2, gbCollAllGather = 3,
+               gbCollReduceScatter = 4, gbCollAllToAll = 5, gbCollSendRecv = 6, gbNumColls = 7 } gbCollKind_t;
+/* A phase's time is when it began; it ends where the next reached one begins. */
+typedef enum { gbPhaseEnqueued = 0, gbPhaseCheckBegin = 1, gbPhaseCheckEnd = 2, gbPhaseStaged = 3,
+               gbPhaseBridgeBegin = 4, gbPhaseBridgeEnd = 5, gbPhaseDone = 6, gbNumPhases = 7 } gbPhase_t;
+typedef enum { gbHostGroupWorld = 0, gbHostGroupBridge = 1, gbHostGroupRail = 2, gbHostGroupIsland = 3,
+               gbNumHostGroups = 4 } gbHostGroup_t;
+typedef enum { gbRecordInFlight = 1, gbRecordDone = 2, gbRecordFailed = 3 } gbRecordState_t;
+#define GB_RECORD_HAS_CHECK 1u      /* the call check ran for it */
+#define GB_RECORD_HAS_HOST_STEP 2u  /* this rank stages chunks to the proxy (leader, flat, rail member) */
+#define GB_RECORD_DEVICE_DONE 4u    /* t[gbPhaseDone] is when a host thread saw the stream's flag (GPU), not exact */
+
+/* One collective or send/recv group as this rank saw it. */
+typedef struct {
+  uint32_t size;        /* sizeof(gbCollRecord_t): 168 */
+  uint32_t version;     /* 1 */
+  uint64_t seq;         /* collective number, 1-based, equal on every rank; 0 for a send/recv group */
+  uint64_t p2pSeq;      /* send/recv group number on this rank; 0 for a collective */
+  uint64_t count;       /* elements as passed (send/recv group: the sum over its ops) */
+  int64_t t[gbNumPhases];            /* CLOCK_MONOTONIC ns when the phase began; 0: not reached or not seen */
+  uint64_t bytes[gbNumHostGroups];   /* payload bytes this rank sent per host group; island: logical bytes of its island steps */
+  int32_t coll;         /* gbCollKind_t */
+  int32_t dtype;        /* gbDataType_t (send/recv group: the first op's; -1 if mixed) */
+  int32_t op;           /* gbRedOp_t, -1 where none */
+  int32_t root;         /* broadcast and reduce; -1 elsewhere */
+  int32_t peer;         /* send/recv group: its first peer; -1 elsewhere */
+  int32_t npeers;       /* send/recv group: distinct peers */
+  int32_t policy;       /* gbPolicy_t the call ran (auto and tuned resolved); -1 for send/recv */
+  int32_t nchunks;      /* host steps this call posts on this rank */
+  int32_t chunksBridged;/* host steps the proxy finished */
+  int32_t flags;        /* GB_RECORD_* */
+  int32_t state;        /* gbRecordState_t */
+  int32_t result;       /* gbResult_t once done or failed */
+} gbCollRecord_t;
+
+typedef void (*gbObserver_t)(gbComm_t comm, const gbCollRecord_t* record, void* userData);
+/* Calls fn once per finished collective or send/recv group of comm (done or failed), with a copy of its record,
+ * on a gpubridge thread (the stream's worker on a simulated device; the flight-recorder thread on a GPU). fn must
+ * return quickly and must not call collectives on comm. fn NULL removes it; returns once no call of the previous
+ * observer is running (unless called from inside it). gbInvalidUsage when GPUBRIDGE_TRACE_BUFFER=0. Any thread. */
+GB_API gbResult_t gbCommSetObserver(gbComm_t comm, gbObserver_t fn, void* userData);
+/* Records of comm still in flight, oldest first (up to maxRecords); *count gets how many. Any thread. */
+GB_API gbResult_t gbCommGetInFlight(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count);
+/* The newest maxRecords records (in flight or not), oldest first. Any thread. */
+GB_API gbResult_t gbCommGetRecords(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count);
+/* "queued" is not returned: the caller knows that records behind the oldest in-flight one wait behind it. */
+GB_API const char* gbCollRecordPhase(const gbCollRecord_t* record); /* "check","island","staged","bridge","copy-back","done","failed" */
+
+/* What a communicator did since its init. */
+typedef struct {
+  uint32_t size, version;         /* sizeof, 1 */
+  uint64_t enqueued, completed, failed, unrecorded;
+  uint64_t byColl[gbNumColls];     /* completed, per gbCollKind_t */
+  uint64_t bytes[gbNumHostGroups]; /* sent per host group (island: logical) */
+  uint64_t busyNs[gbNumHostGroups];/* proxy time in steps of each group (island: 0) */
+  uint64_t latencyNs;              /* sum over completed of t[Done] - t[Enqueued] */
+} gbCommCounters_t;
+GB_API gbResult_t gbCommGetCounters(gbComm_t comm, gbCommCounters_t* counters);
+/* Writes comm's flight recorder now; dir NULL: GPUBRIDGE_TRACE_DIR (gbInvalidUsage when unset). path receives
+ * the file's path when pathLen > 0. Any thread; works on a failed communicator until it is destroyed. */
+GB_API gbResult_t gbCommDumpTrace(gbComm_t comm, const char* dir, char* path, size_t pathLen);
 
 /* ------------------------------------------------ configuration (gpubridge)
  * The GPUBRIDGE_* environment variables the library reads (docs/ENV.md is

@@ -28,6 +28,7 @@ class Communicator:
     """Owns one gbComm_t, its stream and its watcher thread."""
 
     before_submit = None  # called before every launch (the backend's held send/recv, _p2p.py)
+    _observer_hub = None  # observers of observe() (_observe.py)
 
     def __init__(self, handle, timeout_s=None):
         self.handle = handle
@@ -46,6 +47,12 @@ class Communicator:
             self._stream = _lib.stream_create()
             self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_host)
         _live.add(self)
+
+    def __repr__(self):
+        t = self.topology
+        return "<gpubridge.Communicator rank %d of %d, %d islands (%s), %s>" % (
+            self.rank, self.size, t["nislands"], ",".join(t["island_vendor"]),
+            "destroyed" if self._destroyed else "0x%x" % self.handle)
 
     # ------------------------------------------------------------ creation
 
@@ -93,6 +100,7 @@ class Communicator:
             if self._destroyed:
                 return
             self._destroyed = True
+        self._detach_observers()
         stopped = self._watcher.stop(self.timeout_s + 60)
         if not stopped:
             _lib.comm_abort(self.handle)
@@ -107,8 +115,14 @@ class Communicator:
             if self._destroyed:
                 return
             self._destroyed = True
+        self._detach_observers()
         _lib.comm_abort(self.handle)
         self._watcher.stop(self.timeout_s + 60)
+
+    def _detach_observers(self):
+        if self._observer_hub is not None:
+            from ._observe import detach
+            detach(self)
 
     def _check_live(self, call):
         if self._destroyed:
@@ -347,8 +361,13 @@ class Communicator:
             raise Unsupported(call, "%s %r is not a rank of this group [0, %d)" % (what, root, self.size))
 
 
+def live_communicators():
+    """The communicators of this process not yet destroyed."""
+    return [c for c in list(_live) if not c._destroyed]
+
+
 def destroy_all():
-    """Frees every live communicator of this process (at exit)."""
+    """Frees every live communicator of this process (at exit); destroy and abort remove its observers first."""
     for c in list(_live):
         try:
             if c._watcher.pending():

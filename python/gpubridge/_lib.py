@@ -90,6 +90,40 @@ class Topology(ctypes.Structure):
                 ("islandVendor", ctypes.POINTER(ctypes.c_char_p))]
 
 
+# Flight recorder (gbCollRecord_t, gbCommCounters_t): names by enum value.
+COLL_NAMES = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+PHASE_NAMES = ("enqueued", "check_begin", "check_end", "staged", "bridge_begin", "bridge_end", "done")
+HOST_GROUPS = ("world", "bridge", "rail", "island")
+RECORD_STATES = {1: "in-flight", 2: "done", 3: "failed"}
+RECORD_HAS_CHECK, RECORD_HAS_HOST_STEP, RECORD_DEVICE_DONE = 1, 2, 4
+DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16")
+OP_NAMES = ("sum", "prod", "max", "min", "avg")
+
+
+class CollRecord(ctypes.Structure):
+    """gbCollRecord_t: one collective or send/recv group as this rank saw it."""
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32), ("seq", ctypes.c_uint64),
+                ("p2p_seq", ctypes.c_uint64), ("count", ctypes.c_uint64),
+                ("t", ctypes.c_int64 * len(PHASE_NAMES)), ("bytes", ctypes.c_uint64 * len(HOST_GROUPS))] + [
+        (name, ctypes.c_int32) for name in ("coll", "dtype", "op", "root", "peer", "npeers", "policy", "nchunks",
+                                            "chunks_bridged", "flags", "state", "result")]
+
+
+class CommCounters(ctypes.Structure):
+    """gbCommCounters_t: what a communicator did since its init."""
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32), ("enqueued", ctypes.c_uint64),
+                ("completed", ctypes.c_uint64), ("failed", ctypes.c_uint64), ("unrecorded", ctypes.c_uint64),
+                ("by_coll", ctypes.c_uint64 * len(COLL_NAMES)), ("bytes", ctypes.c_uint64 * len(HOST_GROUPS)),
+                ("busy_ns", ctypes.c_uint64 * len(HOST_GROUPS)), ("latency_ns", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(CollRecord) == 168, "gbCollRecord_t is 168 bytes, CollRecord %d" % ctypes.sizeof(CollRecord)
+assert ctypes.sizeof(CommCounters) == 168, "gbCommCounters_t is 168 bytes, CommCounters %d" % (
+    ctypes.sizeof(CommCounters))
+
+# gbObserver_t: void (*)(gbComm_t comm, const gbCollRecord_t* record, void* userData)
+OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CollRecord), ctypes.c_void_p)
+
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _Z = ctypes.c_size_t
@@ -131,11 +165,18 @@ _SIGNATURES = {
     "gbStreamSynchronize": [_P],
     "gbStreamDestroy": [_P],
     "gbGetDeviceInfo": [ctypes.POINTER(DeviceInfo)],
+    "gbCommSetObserver": [_P, OBSERVER, _P],
+    "gbCommGetInFlight": [_P, ctypes.POINTER(CollRecord), _I, ctypes.POINTER(_I)],
+    "gbCommGetRecords": [_P, ctypes.POINTER(CollRecord), _I, ctypes.POINTER(_I)],
+    "gbCollRecordPhase": [ctypes.POINTER(CollRecord)],
+    "gbCommGetCounters": [_P, ctypes.POINTER(CommCounters)],
+    "gbCommDumpTrace": [_P, ctypes.c_char_p, ctypes.c_char_p, _Z],
     "gbGetParamCount": [ctypes.POINTER(_I)],
     "gbGetParamInfo": [_I, ctypes.POINTER(ParamInfo)],
     "gbGetParamErrors": [ctypes.POINTER(ctypes.c_char_p)],
 }
-_RESTYPES = {"gbGetErrorString": ctypes.c_char_p, "gbGetLastError": ctypes.c_char_p}
+_RESTYPES = {"gbGetErrorString": ctypes.c_char_p, "gbGetLastError": ctypes.c_char_p,
+             "gbCollRecordPhase": ctypes.c_char_p}
 
 _lock = threading.Lock()
 _handle = None
@@ -474,6 +515,51 @@ def get_device_info():
     _check(_fn("gbGetDeviceInfo")(ctypes.byref(info)))
     return {"backend": info.backend.decode(), "vendor": info.vendor.decode(),
             "run_kind": RUN_KINDS.get(info.runKind, str(info.runKind))}
+
+
+# ------------------------------------------------------------ flight recorder
+
+def comm_set_observer(comm, fn, user_data=None):
+    """fn: an OBSERVER (keep it alive while set), or None to remove; returns once no
+    call of the previous observer runs."""
+    _check(_fn("gbCommSetObserver")(comm, fn if fn is not None else OBSERVER(), user_data), comm)
+
+
+def _records(name, comm, max_records):
+    buf = (CollRecord * max(1, int(max_records)))()
+    n = _I()
+    _check(_fn(name)(comm, buf, int(max_records), ctypes.byref(n)), comm)
+    return [buf[i] for i in range(n.value)]
+
+
+def comm_get_in_flight(comm, max_records=64):
+    """comm's records still in flight, oldest first: a list of CollRecord."""
+    return _records("gbCommGetInFlight", comm, max_records)
+
+
+def comm_get_records(comm, max_records=64):
+    """comm's newest max_records records (in flight or not), oldest first: a list of CollRecord."""
+    return _records("gbCommGetRecords", comm, max_records)
+
+
+def coll_record_phase(record):
+    """The phase of a CollRecord: check, island, staged, bridge, copy-back, done or failed."""
+    raw = _fn("gbCollRecordPhase")(ctypes.byref(record))
+    return raw.decode() if raw else ""
+
+
+def comm_get_counters(comm):
+    c = CommCounters()
+    c.size, c.version = ctypes.sizeof(CommCounters), 1
+    _check(_fn("gbCommGetCounters")(comm, ctypes.byref(c)), comm)
+    return c
+
+
+def comm_dump_trace(comm, dir=None):
+    """Writes comm's flight recorder into dir (None: GPUBRIDGE_TRACE_DIR); returns the file's path."""
+    path = ctypes.create_string_buffer(4096)
+    _check(_fn("gbCommDumpTrace")(comm, os.fsencode(dir) if dir is not None else None, path, len(path)), comm)
+    return os.fsdecode(path.value)
 
 
 # -------------------------------------------------------------- configuration

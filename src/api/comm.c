@@ -108,7 +108,7 @@ gbResult_t gbCommDestroy(gbComm_t comm) {
 gbResult_t gbCommAbort(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return notLive("gbCommAbort", comm);
   gbErrorSet(gbRemoteError, "the communicator was aborted (gbCommAbort)");
-  gbCommFail(comm, gbRemoteError);
+  gbCommFailFor(comm, gbRemoteError, "abort");
   gbCommFree(comm);
   return gbSuccess;
 }

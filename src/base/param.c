@@ -31,6 +31,8 @@ static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
+/* Same order as core/trace_watch.c's signal numbers. */
+static const char* const traceSignalChoices[] = {"off", "USR1", "USR2", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
@@ -115,6 +117,16 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                           "each process takes the label of its launcher rank (RANK, SLURM_PROCID, "
                           "OMPI_COMM_WORLD_RANK); the counts must add up to the world size. A rank's own "
                           "GPUBRIDGE_VENDOR wins."},
+    [GB_PARAM_TRACE_BUFFER] = {"GPUBRIDGE_TRACE_BUFFER", GB_PARAM_INT, "2048", NULL, 0, 1048576, 0,
+                               "Collectives each communicator's flight recorder keeps (rounded up to a power of "
+                               "two; 192 bytes each); 0: off."},
+    [GB_PARAM_TRACE_DIR] = {"GPUBRIDGE_TRACE_DIR", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                            "Where every rank writes its flight-recorder dump (gpubridge-trace-ID-rRANK.json) "
+                            "on a timeout, a peer's failure, gbCommAbort or GPUBRIDGE_TRACE_SIGNAL; empty: no "
+                            "dump files (gpubridge-info --trace DIR reads them)."},
+    [GB_PARAM_TRACE_SIGNAL] = {"GPUBRIDGE_TRACE_SIGNAL", GB_PARAM_ENUM, "off", traceSignalChoices, 0, 0, 0,
+                               "A signal (USR1 or USR2) that makes every communicator of the process write its "
+                               "flight recorder to GPUBRIDGE_TRACE_DIR; off: none."},
 };
 
 const gbParamLauncher_t gbParamLaunchers[] = {

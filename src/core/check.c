@@ -15,6 +15,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 #include "plan/plan.h"
 
 typedef struct {
@@ -158,7 +159,7 @@ static gbResult_t runCollCheck(void* arg) {
 }
 
 /* GPUBRIDGE_CHECK_CALLS: off 0, on 1, auto 2 (on unless one island runs native). */
-static int checking(gbComm_t c) {
+int gbCommChecking(gbComm_t c) {
   if (c->nranks == 1 || !c->world.active || c->settings.checkCalls == 0) return 0;
   if (c->settings.checkCalls == 2) return !(c->topo.nislands == 1 && c->policy == gbPolicyNative);
   return 1;
@@ -184,11 +185,13 @@ static gbResult_t postCheck(gbComm_t c, gbResult_t (*fn)(void*), void* arg, void
     return res;
   }
   c->checksPosted++;
+  gbTraceAddFlags(c, GB_RECORD_HAS_CHECK);
+  gbTraceTagOp(c, &op, GB_TRACE_ROLE_CHECK, 0, 1);
   return gbProxyPost(c->proxy, &op);
 }
 
 gbResult_t gbCommCheckCall(gbComm_t c, const gbCommCall_t* call, void* stream) {
-  if (!checking(c)) return gbSuccess;
+  if (!gbCommChecking(c)) return gbSuccess;
   collCheck_t* k = calloc(1, sizeof(*k));
   if (!k) return gbErrorSet(gbSystemError, "out of memory for a call check");
   k->comm = c;
@@ -359,7 +362,7 @@ out:
 }
 
 gbResult_t gbCommCheckSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream) {
-  if (!checking(c)) return gbSuccess;
+  if (!gbCommChecking(c)) return gbSuccess;
   p2pCheck_t* k = malloc(sizeof(*k) + sizeof(gbCommP2p_t) * (size_t)nops);
   if (!k) return gbErrorSet(gbSystemError, "out of memory for a send/recv check");
   k->comm = c;

@@ -127,11 +127,18 @@ struct gbComm {
   pthread_mutex_t errorLock;
   char errorText[1024];
   gbNetCause_t cause;       /* told to peers with the shutdown: who failed first (lifecycle.c) */
+  int64_t failWallNs;       /* CLOCK_REALTIME ns of the first failure (errorLock) */
+
+  struct gbTrace* trace;    /* the flight recorder (core/trace.h); NULL when off */
+  struct gbTraceEntry* traceNow; /* the record of the call being enqueued (caller thread) */
 };
 
 /* Records the comm's first asynchronous failure, makes every wait of the comm
  * return, and closes its connections so peers fail fast instead of timing out. */
 void gbCommFail(gbComm_t comm, gbResult_t res);
+/* As gbCommFail; the first failure also writes the flight recorder's dump
+ * (GPUBRIDGE_TRACE_DIR) with reason why (NULL: from res and the cause). */
+void gbCommFailFor(gbComm_t comm, gbResult_t res, const char* why);
 
 /* The registry of live communicators (core/registry.c). A handle is valid
  * from gbCommRegister (gbCommAlloc) to gbCommUnregister (the start of
@@ -143,6 +150,9 @@ gbResult_t gbCommRegister(gbComm_t comm);
 void gbCommUnregister(gbComm_t comm);
 int gbCommIsValid(const struct gbComm* comm);
 void gbCommRelease(gbComm_t comm);
+/* Calls fn on every live communicator with the registry locked, so none is
+ * freed meanwhile (fn must not call gbCommIsValid or free one). */
+void gbCommForEachLive(void (*fn)(gbComm_t comm, void* arg), void* arg);
 
 /* Init: the whole start-up (probe, rendezvous, mesh, island, staging, proxy). */
 gbResult_t gbCommInitCore(gbComm_t comm, int nranks, const gbBootId_t* id, int rank, int localRank,
@@ -202,6 +212,8 @@ typedef struct {
   int dtype, op, root;
 } gbCommCall_t;
 gbResult_t gbCommCheckCall(gbComm_t comm, const gbCommCall_t* call, void* stream);
+/* Whether calls of comm take part in the call check. */
+int gbCommChecking(gbComm_t comm);
 gbResult_t gbCommCheckSendRecv(gbComm_t comm, const gbCommP2p_t* ops, int nops, void* stream);
 
 /* gbCommSplit's exchanges over the parent (core/split.c), each an
@@ -229,8 +241,9 @@ gbResult_t gbCommSlotAwait(gbComm_t comm, const gbSlot_t* s, void* stream);
 gbResult_t gbCommSlotRelease(gbComm_t comm, const gbSlot_t* s, void* stream);
 gbFlag_t* gbCommSlotStagedFlag(gbComm_t comm, const gbSlot_t* s);
 gbFlag_t* gbCommSlotDoneFlag(gbComm_t comm, const gbSlot_t* s);
-/* Counts the end of one collective's stream work (teardown waits for it). */
-gbResult_t gbCommMarkStreamWork(gbComm_t comm, void* stream);
+/* Counts the end of one collective's stream work (teardown waits for it)
+ * and, with record, stamps its flight-recorder record done there. */
+gbResult_t gbCommMarkStreamWork(gbComm_t comm, void* stream, struct gbTraceEntry* record);
 /* Chunks software-pipelined over `depth` slots: front(k) stages chunk k out,
  * back(k) takes it back in, back(k) after front(k + depth - 1). */
 gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void* arg, size_t k),

@@ -10,6 +10,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 #include "plan/plan.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
   int queued;          /* something reached the stream or the proxy */
   int direct;          /* all-reduce on host memory: the proxy works in recv, no slot copies */
   size_t hostChunk;    /* > 0: the proxy runs the call's chunks as one step, this many elements each */
+  uint32_t posted, nposts; /* host steps posted so far, and in all (the flight recorder's chunk k of n) */
   gbSlot_t slotOf[64];
 } walk_t;
 
@@ -48,7 +50,10 @@ static gbResult_t islandCall(walk_t* w, gbIslandStep_t step, int root, const voi
 static gbResult_t islandStep(walk_t* w, gbIslandStep_t step, int root, const void* src, void* dst, size_t n) {
   if (n == 0) return gbSuccess;
   GB_CHECK(islandCall(w, step, root, src, dst, n));
-  if (step != GB_ISLAND_NONE) w->queued = 1;
+  if (step != GB_ISLAND_NONE) {
+    w->queued = 1;
+    gbTraceAddIslandBytes(w->comm, n * w->esize);
+  }
   return gbSuccess;
 }
 
@@ -142,7 +147,20 @@ static gbResult_t front(walk_t* w, size_t i) {
   op.done = gbCommSlotDoneFlag(c, s);
   op.doneValue = s->use;
   op.seq = c->seq;
+  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
   return gbProxyPost(c->proxy, &op);
+}
+
+/* The host steps front() posts: chunks with a staged part. */
+static uint32_t hostPosts(const walk_t* w) {
+  if (w->plan->host == GB_HOST_NONE) return 0;
+  uint32_t k = 0;
+  for (size_t i = 0; i < w->plan->nchunks; i++) {
+    size_t off, n;
+    stagedPart(w, i, &off, &n);
+    k += n > 0;
+  }
+  return k;
 }
 
 /* Take the proxy's result back, then the second island step. */
@@ -176,9 +194,11 @@ static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
 gbResult_t gbCommEnqueueEmpty(gbComm_t c, const gbCommCall_t* call, void* stream) {
   uint64_t checks = c->checksPosted;
   c->seq++;
+  gbTraceBegin(c, call->coll, 0, call->dtype, call->op, call->root);
   gbResult_t res = gbCommCheckCall(c, call, stream);
   if (c->checksPosted == checks) {
     c->seq--; /* checks off (or this call failed alone): no number taken */
+    gbTraceCancel(c);
     return res;
   }
   return gbCommEnqueueEnd(c, stream, 1, res);
@@ -221,6 +241,9 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   }
   c->seq++;
   gbCommCall_t call = {in->coll, in->count, in->dtype, ops ? (int)in->op : -1, in->root};
+  gbTraceBegin(c, in->coll, in->count, in->dtype, call.op, in->root);
+  w.nposts = hostPosts(&w);
+  gbTraceSetPlan(c, plan.policy, (int)w.nposts);
   uint64_t checks = c->checksPosted;
   gbResult_t res = gbCommCheckCall(c, &call, stream);
   w.queued = c->checksPosted != checks;

@@ -10,6 +10,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 #include "plan/plan.h"
 
 typedef struct {
@@ -67,6 +68,7 @@ static gbResult_t front(blocks_t* b, size_t i) {
   op.done = gbCommSlotDoneFlag(c, s);
   op.doneValue = s->use;
   op.seq = c->seq;
+  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
   return gbProxyPost(c->proxy, &op);
 }
 
@@ -107,6 +109,8 @@ static gbResult_t islandAllToAll(blocks_t* b) {
 
 static gbResult_t runNative(blocks_t* b) {
   gbIsland_t* is = b->comm->islandComm;
+  /* The recorder's island bytes: this rank's input to the island call. */
+  gbTraceAddIslandBytes(b->comm, b->count * b->es * (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)is->size));
   if (b->coll == GB_COLL_ALLGATHER) return is->ops->allGather(is, b->send, b->recv, b->count, b->dt, b->stream);
   if (b->coll == GB_COLL_REDUCESCATTER)
     return is->ops->reduceScatter(is, b->send, b->recv, b->count, b->dt, b->ops.island, b->stream);
@@ -148,6 +152,8 @@ static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, voi
     b.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
   }
   c->seq++;
+  gbTraceBegin(c, coll, count, dt, call.op, -1);
+  gbTraceSetPlan(c, policy, policy == gbPolicyNative ? 0 : (int)((count + b.m - 1) / b.m));
   uint64_t checks = c->checksPosted;
   gbResult_t res = gbCommCheckCall(c, &call, stream);
   int queued = c->checksPosted != checks;

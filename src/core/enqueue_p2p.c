@@ -9,6 +9,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 
 /* The bulk buffer for bytes; a bigger one replaces an outgrown one (which
  * stays allocated: queued work may still use it). */
@@ -51,6 +52,10 @@ static gbResult_t islandPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void*
   if (n > 0) {
     res = c->islandComm->ops->sendRecv(c->islandComm, is, n, stream);
     *queued = 1;
+    uint64_t sent = 0;
+    for (int i = 0; i < n; i++)
+      if (is[i].isSend) sent += is[i].count * gbDtypeSize(is[i].dt);
+    gbTraceAddIslandBytes(c, sent);
   }
   free(is);
   return res;
@@ -65,6 +70,7 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* s
       n++;
     }
   if (n == 0) return gbSuccess;
+  gbTraceSetPlan(c, -1, 1);
   gbBulk_t* b = NULL;
   GB_CHECK(bulkFor(c, total, &b));
   gbAlgoP2p_t* list = calloc((size_t)n, sizeof(gbAlgoP2p_t));
@@ -98,6 +104,7 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* s
   op.done = &b->flags[1];
   op.doneValue = use;
   op.seq = c->seq;
+  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, 0, 1);
   GB_CHECK(gbProxyPost(c->proxy, &op));
   GB_CHECK(c->dev->flagWait(&b->flags[1], use, stream));
   at = 0;
@@ -112,6 +119,7 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* s
 
 gbResult_t gbCommEnqueueSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream) {
   c->p2pSeq++;
+  gbTraceBeginP2p(c, ops, nops);
   uint64_t checks = c->checksPosted;
   gbResult_t res = gbCommCheckSendRecv(c, ops, nops, stream);
   int queued = c->checksPosted != checks;

@@ -6,6 +6,7 @@
 
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 
 static void shutdownGroup(gbComm_t c, gbCommGroup_t* g) {
   if (!g->active) return;
@@ -34,11 +35,18 @@ static void settleCause(gbComm_t c, gbResult_t res) {
   c->cause = k;
 }
 
-void gbCommFail(gbComm_t c, gbResult_t res) {
+void gbCommFail(gbComm_t c, gbResult_t res) { gbCommFailFor(c, res, NULL); }
+
+void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
+  int first = 0;
   pthread_mutex_lock(&c->errorLock);
   if (gbCommAsyncError(c) == gbSuccess) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    c->failWallNs = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
     gbCommSetAsyncError(c, res, gbErrorLast());
     settleCause(c, res);
+    first = 1;
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
   __atomic_store_n(&c->abortFlag, 1, __ATOMIC_RELEASE);
@@ -48,6 +56,11 @@ void gbCommFail(gbComm_t c, gbResult_t res) {
     shutdownGroup(c, &c->world);
   }
   pthread_mutex_unlock(&c->errorLock);
+  /* The connections are shut, so peers hear at once; then this rank's dump.
+   * On the proxy this runs before the failed step releases its stream. */
+  if (!first || !c->trace || __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE) return;
+  if (!why) why = res == gbTimeout ? "timeout" : c->cause.faultRank != c->rank ? "peer-failure" : "error";
+  gbTraceDumpOnTrouble(c, why);
 }
 
 static void logTraffic(const gbCommGroup_t* g) {
@@ -91,6 +104,7 @@ void gbCommFree(gbComm_t c) {
     drained = c->dev->deviceSynchronize() == gbSuccess;
   gbProxyDestroy(c->proxy);
   if (!drained) {
+    gbTraceWatchStop(c); /* the ring stays: stream work may still stamp it */
     GB_WARN("communicator teardown: stream work of this communicator did not finish; its island, staging and "
             "connections are left allocated");
     c->magic = GB_COMM_DEAD;
@@ -128,6 +142,7 @@ void gbCommFree(gbComm_t c) {
     }
   }
   free(c->staging.uses);
+  gbTraceDestroy(c);
   gbTopoFree(&c->topo);
   pthread_mutex_destroy(&c->errorLock);
   gbCommRelease(c);

@@ -4,6 +4,7 @@
 
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/trace.h"
 
 void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) {
   memset(flags, 0, n * sizeof(*flags));
@@ -35,16 +36,32 @@ gbResult_t gbCommSlotRelease(gbComm_t c, const gbSlot_t* s, void* stream) {
 
 /* The last stream task of each collective counts it done (also when the
  * stream drops it after an error), so teardown knows when no stream work
- * still points into the communicator. */
+ * still points into the communicator. With a flight-recorder record the
+ * same task stamps it: done when it runs, failed when it is dropped. */
 static gbResult_t markerRun(void* arg) {
   (void)arg;
   return gbSuccess;
 }
 static void markerDone(void* arg) { __atomic_add_fetch(&((gbComm_t)arg)->streamDone->value, 1, __ATOMIC_RELEASE); }
 
-gbResult_t gbCommMarkStreamWork(gbComm_t c, void* stream) {
+static gbResult_t tracedMarkerRun(void* arg) {
+  gbTraceFinish(arg, gbRecordDone, gbSuccess);
+  return gbSuccess;
+}
+static void tracedMarkerDone(void* arg) {
+  gbTraceEntry_t* e = arg;
+  gbComm_t c = e->comm;
+  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) {
+    gbResult_t res = gbCommAsyncError(c);
+    gbTraceFinish(e, gbRecordFailed, res != gbSuccess ? res : gbRemoteError);
+  }
+  markerDone(c);
+}
+
+gbResult_t gbCommMarkStreamWork(gbComm_t c, void* stream, gbTraceEntry_t* record) {
   if (!c->dev->launchHostFn) return gbSuccess;
-  GB_CHECK(c->dev->launchHostFn(stream, markerRun, c, markerDone));
+  if (record) GB_CHECK(c->dev->launchHostFn(stream, tracedMarkerRun, record, tracedMarkerDone));
+  else GB_CHECK(c->dev->launchHostFn(stream, markerRun, c, markerDone));
   c->streamPosted++;
   return gbSuccess;
 }
@@ -64,8 +81,13 @@ gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void*, 
  * schedule is queued, peers would wait on the rest: the comm fails, and the
  * end marker still goes on the stream so teardown waits for what is queued. */
 gbResult_t gbCommEnqueueEnd(gbComm_t c, void* stream, int queued, gbResult_t res) {
-  if (!queued) return res;
-  gbResult_t marked = gbCommMarkStreamWork(c, stream);
+  gbTraceEntry_t* record = gbTraceEnqueued(c);
+  if (!queued) {
+    if (record) gbTraceFinish(record, res == gbSuccess ? gbRecordDone : gbRecordFailed, res);
+    return res;
+  }
+  /* A marker that cannot be queued is dropped at once: it stamps the record failed. */
+  gbResult_t marked = gbCommMarkStreamWork(c, stream, record);
   if (res == gbSuccess) res = marked;
   if (res != gbSuccess) gbCommFail(c, res);
   return res;

@@ -36,7 +36,7 @@ typedef enum {
   GB_ISLAND_BCAST      /* from islandRoot (island-local index) */
 } gbIslandStep_t;
 
-typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL } gbHostGroup_t;
+typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL } gbPlanHostGroup_t;
 
 typedef struct {
   gbColl_t coll;
@@ -59,7 +59,7 @@ typedef struct {
   gbIslandStep_t before; /* island step before staging */
   int beforeRoot;        /* island-local root of before (GB_ISLAND_BCAST) */
   int stageOut;          /* copy the chunk to a staging slot, mark it staged */
-  gbHostGroup_t host;    /* host step on the proxy, among that group */
+  gbPlanHostGroup_t host;  /* host step on the proxy, among that group */
   int hostRoot;          /* broadcast: root's index in the host group */
   gbRedOp_t hostOp;      /* all-reduce: op of the host step (avg -> sum) */
   int hostDivisor;       /* avg: divide once by this (world size), else 0 */

@@ -81,7 +81,12 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
                         (unsigned long long)op->seq, p->cfg.timeoutSec + 2);
     return res;
   }
-  return runStep(op);
+  if (!op->trace || !p->cfg.onStep) return runStep(op);
+  p->cfg.onStep(p->cfg.ctx, op, GB_PROXY_STEP_READY, gbSuccess, 0);
+  uint64_t before = op->group ? op->group->bytesSent : 0;
+  res = runStep(op);
+  p->cfg.onStep(p->cfg.ctx, op, GB_PROXY_STEP_END, res, op->group ? op->group->bytesSent - before : 0);
+  return res;
 }
 
 static void* proxyMain(void* arg) {

@@ -45,7 +45,13 @@ typedef struct {
   gbFlag_t* done;            /* then set done->value = doneValue */
   uint64_t doneValue;
   uint64_t seq;              /* the collective's sequence number, for messages */
+  void* trace;               /* the caller's flight-recorder entry (NULL: none), for onStep */
+  int traceRole;             /* what the step is for the recorder (core/trace.h) */
+  uint32_t chunk, nchunks;   /* this step's index among its call's host steps, and their number */
 } gbProxyOp_t;
+
+/* onStep's events: the step's input is ready and it starts; it ended. */
+enum { GB_PROXY_STEP_READY = 0, GB_PROXY_STEP_END = 1 };
 
 typedef struct gbProxy gbProxy_t;
 
@@ -53,6 +59,10 @@ typedef struct {
   double timeoutSec;
   const volatile int* abortFlag;
   void (*onError)(void* ctx, gbResult_t res); /* the first failure */
+  /* For steps with a trace (NULL: none): called on the proxy thread when the
+   * step starts and when it ended, with its result and the bytes its group
+   * sent; the END call comes before the step's done flag is set. */
+  void (*onStep)(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent);
   void* ctx;
 } gbProxyConfig_t;
 

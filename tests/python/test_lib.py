@@ -2,7 +2,8 @@
 of the public header and no binding of anything else, errors raised as
 gpubridge.Error with the library's text, the version (the file VERSION), the
 parameter table, the drop-in's place, and a one-rank communicator running
-calls on host-device memory."""
+calls on host-device memory, whose flight recorder the bindings read back
+(records, counters, observer set and cleared, a dump refused without a dir)."""
 import ctypes
 import json
 import os
@@ -82,6 +83,35 @@ def check_version(_lib, problems):
         problems.append("get_version_code() = %r for %s" % (gpubridge.get_version_code(), version))
 
 
+def check_recorder(_lib, comm, n, problems):
+    """The flight recorder's bindings on a one-rank communicator that ran 2 all-reduces of n float32."""
+    import time
+    if ctypes.sizeof(_lib.CollRecord) != 168 or ctypes.sizeof(_lib.CommCounters) != 168:
+        problems.append("CollRecord %d bytes, CommCounters %d, want 168 each" % (
+            ctypes.sizeof(_lib.CollRecord), ctypes.sizeof(_lib.CommCounters)))
+    end = time.monotonic() + 30
+    while _lib.comm_get_in_flight(comm) and time.monotonic() < end:
+        time.sleep(0.005)  # polling interval of a deadline-bounded wait
+    recs = _lib.comm_get_records(comm, 8)
+    got = [(r.size, r.version, r.seq, r.coll, r.count, r.dtype, _lib.coll_record_phase(r)) for r in recs]
+    if got != [(168, 1, s, 0, n, _lib.FLOAT32, "done") for s in (1, 2)]:
+        problems.append("records of 2 all-reduces: %s" % got)
+    k = _lib.comm_get_counters(comm)
+    if (k.size, k.enqueued, k.completed, k.failed, k.by_coll[0]) != (168, 2, 2, 0, 2):
+        problems.append("counters: size %d enqueued %d completed %d failed %d all_reduce %d" % (
+            k.size, k.enqueued, k.completed, k.failed, k.by_coll[0]))
+    seen = []
+    cb = _lib.OBSERVER(lambda c, rec, user: seen.append(rec.contents.seq))
+    _lib.comm_set_observer(comm, cb)
+    _lib.comm_set_observer(comm, None)
+    try:
+        _lib.comm_dump_trace(comm, None)
+        problems.append("gbCommDumpTrace with no dir and GPUBRIDGE_TRACE_DIR unset did not raise")
+    except _lib.Error as e:
+        if e.code != _lib.INVALID_USAGE or "GPUBRIDGE_TRACE_DIR" not in e.text:
+            problems.append("gbCommDumpTrace(NULL dir): code %d text %r" % (e.code, e.text))
+
+
 def camel_to_snake(name):
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name[2:]).lower()
 
@@ -89,6 +119,8 @@ def camel_to_snake(name):
 def main():
     os.environ.setdefault("GPUBRIDGE_SOCKET_IFNAME", "lo")
     os.environ.setdefault("GPUBRIDGE_TIMEOUT", "30")
+    for name in ("GPUBRIDGE_TRACE_DIR", "GPUBRIDGE_TRACE_BUFFER"):  # check_recorder wants the defaults
+        os.environ.pop(name, None)
     gbtest.setup_path()
     from gpubridge import _lib
     try:
@@ -168,6 +200,7 @@ def main():
         _lib.memcpy_to_host(ctypes.addressof(back), dev, 4 * n)
         if list(back) != [3.0 * i for i in range(n)]:
             problems.append("one-rank sum then premul(3): %s..." % list(back)[:4])
+        check_recorder(_lib, comm, n, problems)
         try:
             _lib.all_reduce(dev, dev, n, 99, _lib.SUM, comm, stream)
             problems.append("datatype 99 was accepted")

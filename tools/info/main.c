@@ -1,10 +1,12 @@
 /* gpubridge-info: version, build, this process's device, and the table of
- * GPUBRIDGE_* parameters (docs/ENV.md is generated from `-c --markdown`).
+ * GPUBRIDGE_* parameters (docs/ENV.md is generated from `-c --markdown`);
+ * `--trace DIR` analyzes a job's flight-recorder dumps (trace.h).
  * Uses the public API only, as any program could. */
 #include <stdio.h>
 #include <string.h>
 
 #include "gpubridge/gpubridge.h"
+#include "trace.h"
 
 /* clang's __VERSION__ names itself; gcc's is the bare number. */
 #if defined(__clang__)
@@ -17,11 +19,14 @@
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: gpubridge-info [-c [--markdown]] [--version] [-h]\n"
+          "usage: gpubridge-info [-c [--markdown]] [--version] [--trace DIR] [-h]\n"
           "  (no option)    version, compiler, and the device this process would use\n"
           "  --version      the library's version, MAJOR.MINOR.PATCH, alone on a line\n"
           "  -c, --config   the GPUBRIDGE_* parameters: type, default, current value, description\n"
           "  --markdown     with -c: a Markdown table (as in docs/ENV.md)\n"
+          "  --trace DIR    read the flight-recorder dumps a job wrote to DIR (GPUBRIDGE_TRACE_DIR) and\n"
+          "                 name the rank at fault; the last line is 'verdict: ...' (docs/TRACE.md).\n"
+          "                 Exit 0: analyzed (fault or none), 2: no dump in DIR, 1: unreadable\n"
           "  -h, --help     this text\n");
 }
 
@@ -117,8 +122,16 @@ static int printParams(int markdown) {
 
 int main(int argc, char** argv) {
   int config = 0, markdown = 0, version = 0;
+  const char* traceDir = NULL;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+    if (strcmp(argv[i], "--trace") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "gpubridge-info: --trace needs a directory (the job's GPUBRIDGE_TRACE_DIR)\n");
+        usage(stderr);
+        return 2;
+      }
+      traceDir = argv[++i];
+    } else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
       config = 1;
     } else if (strcmp(argv[i], "--version") == 0) {
       version = 1;
@@ -137,6 +150,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gpubridge-info: --markdown goes with -c\n");
     usage(stderr);
     return 2;
+  }
+  if (traceDir) {
+    if (config || version) {
+      fprintf(stderr, "gpubridge-info: --trace DIR goes alone (without -c or --version)\n");
+      usage(stderr);
+      return 2;
+    }
+    return traceMain(traceDir);
   }
   if (version) {
     int code = 0;

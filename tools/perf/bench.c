@@ -9,6 +9,7 @@
 typedef struct {
   double seconds;
   uint64_t wrong, outOfBounds;
+  perfPhases_t phases; /* --phases: rank 0's, gpubridge only */
 } half_t;
 
 static void runHalf(const perfRun_t* r, perfState_t* st, size_t count, int inPlace, half_t* h) {
@@ -27,7 +28,8 @@ static void runHalf(const perfRun_t* r, perfState_t* st, size_t count, int inPla
     uint64_t wrong = perfMeasureCheck(r, st, count, inPlace);
     if (wrong > h->wrong) h->wrong = wrong;
   }
-  h->seconds = perfMeasureTime(r, st, count, inPlace);
+  int phases = r->opts->phases && !r->vendor && ctx->topo.rank == 0;
+  h->seconds = perfMeasureTime(r, st, count, inPlace, phases ? &h->phases : NULL);
   h->outOfBounds = perfBufferGuardCheck(&st->recv, recvBytes);
   if (!inPlace) h->outOfBounds += perfBufferGuardCheck(&st->send, sendBytes);
   if (h->outOfBounds)
@@ -79,6 +81,8 @@ static void runSize(perfRun_t* runs[2], perfState_t* st, perfTable_t* table, siz
                        .root = perfCollRooted(gb->coll) ? gb->root : -1};
     fillHalf(&row->outOfPlace, 1, t[2 * k], bytes, factor, counts[2 * k]);
     fillHalf(&row->inPlace, inPlace, t[2 * k + 1], bytes, factor, counts[2 * k + 1]);
+    row->outOfPlace.phases = h[2 * k].phases;
+    row->inPlace.phases = h[2 * k + 1].phases;
   }
   perfRun_t* base = runs[1];
   perfTableRow(table, gb->opts, ctx, &rows[0], base ? &rows[1] : NULL, base ? perfVendorLabel(base->vendor) : NULL);

@@ -102,13 +102,14 @@ int main(int argc, char** argv) {
   if (ctx.scratchBytes < 512) ctx.scratchBytes = 512;
   perfCheck(gbMemAlloc(&ctx.scratch, ctx.scratchBytes), "gbMemAlloc");
   perfEventsSetup(&ctx, &opts);
+  perfPhasesSetup(&ctx, &opts);
 
   perfRankInfo_t* ranks = perfRanksGather(&ctx);
   FILE* tuneFile = openOutput(&ctx, opts.tunePath, "--tune");
   perfTable_t table = {.json = openOutput(&ctx, opts.jsonPath, "-J"), .check = opts.check,
                        .simulated = ctx.topo.runKind == gbRunSimulated,
                        .splitTest = ctx.topo.splitTest != 0,
-                       .emulatedAmd = perfHasEmulatedIsland(&ctx.topo)};
+                       .emulatedAmd = perfHasEmulatedIsland(&ctx.topo), .phases = opts.phases};
   if (ctx.topo.rank == 0) {
     perfTableHeader(&opts, &ctx, ranks);
     if (table.json) perfMetaJson(table.json, &opts, &ctx, ranks);

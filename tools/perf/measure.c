@@ -43,7 +43,7 @@ static void pointers(const perfRun_t* r, perfState_t* st, size_t count, int inPl
   }
 }
 
-double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int inPlace) {
+double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int inPlace, perfPhases_t* phases) {
   perfLayout_t l;
   const void* send;
   void* recv;
@@ -61,6 +61,7 @@ double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int in
   sync(r);
   double seconds = nowSeconds() - t0;
   if (ev && (seconds = perfEventsElapsed(ev)) < 0) perfFail("reading the time between the device events failed");
+  if (phases) perfPhasesRead(r->comm, r->coll, r->opts->iters, r->opts->blocking, phases);
   return seconds / r->opts->iters;
 }
 

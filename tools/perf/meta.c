@@ -155,7 +155,7 @@ void perfMetaJson(FILE* f, const perfOptions_t* opts, const perfCtx_t* ctx, cons
           opts->maxBytes, opts->stepFactor, opts->stepBytes);
   fprintf(f, "\"iters\": %d, \"warmup\": %d, \"check\": %d, \"cycles\": %d, \"blocking\": %d, \"average\": %d, ",
           opts->iters, opts->warmup, opts->check, opts->cycles, opts->blocking, opts->average);
-  fprintf(f, "\"alone\": %s, ", ctx->alone ? "true" : "false");
+  fprintf(f, "\"alone\": %s, \"phases\": %s, ", ctx->alone ? "true" : "false", opts->phases ? "true" : "false");
   fprintf(f, "\"timing\": \"%s\", \"timing_detail\": ", ctx->events ? "device events" : "host clock");
   perfJsonString(f, ctx->timing);
   fprintf(f, ", ");

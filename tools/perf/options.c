@@ -35,6 +35,8 @@ static const char usageText[] =
     "      --tune FILE         all_reduce: time every policy per size, write the fastest\n"
     "                          as a thresholds file (GPUBRIDGE_THRESHOLDS, policy tuned)\n"
     "      --baseline          real GPUs: also run each size through NCCL or RCCL alone\n"
+    "      --phases            also print rank 0's mean time per phase of a call (check,\n"
+    "                          island, wait, bridge, after), from the flight recorder\n"
     "  -h, --help              this text\n"
     "nccl-tests flags taken at the values that mean what gpubridge-perf does: -t 1, -g 1\n"
     "(one GPU per process), -m 1, -p 0|1, and 0 for -y -G -C -R -S -M -x -D -V.\n"
@@ -190,6 +192,7 @@ static void buildOptions(struct option* longOpts, char* shortOpts, size_t shortL
       {"events", required_argument, 0, 'E'},
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
       {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
+      {"phases", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'}};
   int n = 0;
   for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) longOpts[n++] = own[k];
@@ -271,6 +274,8 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
                 break;
       case 'B': opts->baseline = 1;
                 break;
+      case 'P': opts->phases = 1;
+                break;
       case 'h': {
         /* Once per job, not once per rank, when a launcher set RANK. */
         const char* rank = getenv("RANK");
@@ -299,6 +304,7 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
     return fail("--tune measures all_reduce only; got '%s'", argv[optind]);
   if (opts->tunePath && opts->baseline) return fail("--tune and --baseline are separate runs%s", "");
   if (opts->tunePath && opts->cycles > 1) return fail("--tune measures once; drop -N%s", "");
+  if (opts->tunePath && opts->phases) return fail("--tune and --phases are separate runs%s", "");
   if (opts->minBytes > opts->maxBytes) return fail("-b is larger than -e%s", "");
   if (!anyValidPair(opts))
     return fail("avg needs a floating type (half, float, double, bfloat16)%s", "");

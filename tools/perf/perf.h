@@ -12,6 +12,7 @@
  *   meta.c        run metadata: version, mode, GPUBRIDGE_* variables
  *   table.c       the printed table and the JSON lines
  *   measure.c     one timed or checked run of a collective
+ *   phases.c      --phases: rank 0's time per phase, from the flight recorder
  *   events.c      timing with device events on real GPUs
  *   bench.c       one (type, op, root) sweep over the sizes, with --baseline
  *   tune.c        --tune: the fastest all-reduce policy per size
@@ -89,6 +90,7 @@ typedef struct {
   const char* jsonPath;  /* NULL: none */
   const char* tunePath;  /* --tune FILE; NULL: none */
   int baseline;          /* --baseline */
+  int phases;            /* --phases */
 } perfOptions_t;
 
 /* fixed.c: nccl-tests flags gpubridge-perf accepts only at the values that
@@ -300,12 +302,39 @@ void perfMetaJson(FILE* f, const perfOptions_t* opts, const perfCtx_t* ctx, cons
 /* s as a JSON string, quotes included. */
 void perfJsonString(FILE* f, const char* s);
 
+/* ------------------------------------------------------------------ phases */
+
+/* Consecutive spans of a call (phases.c says where each begins and ends). */
+typedef enum {
+  PERF_PHASE_CHECK = 0,
+  PERF_PHASE_ISLAND,
+  PERF_PHASE_WAIT,
+  PERF_PHASE_BRIDGE,
+  PERF_PHASE_AFTER,
+  PERF_NUM_PHASES
+} perfPhase_t;
+
+typedef struct {
+  int records;                /* calls averaged; 0: none */
+  double us[PERF_NUM_PHASES]; /* mean microseconds per call */
+} perfPhases_t;
+
+const char* perfPhaseName(perfPhase_t p); /* "check", "island", "wait", "bridge", "after" */
+/* With --phases: stops every rank alike (exit 2) when rank 0 cannot read its
+ * flight recorder (GPUBRIDGE_TRACE_BUFFER=0, or a library without one). Collective. */
+void perfPhasesSetup(perfCtx_t* ctx, const perfOptions_t* opts);
+/* The mean phases of the newest `calls` records of comm, which must be calls
+ * of coll (gbCollKind_t has perfColl_t's order). blocking 0: the calls queued
+ * behind each other, so each starts when the previous one was done. */
+void perfPhasesRead(gbComm_t comm, perfColl_t coll, int calls, int blocking, perfPhases_t* out);
+
 /* ------------------------------------------------------------------- table */
 
 typedef struct {
   int ran; /* 0: no such form (in place of sendrecv): printed N/A */
   double timeUs, algBw, busBw;
   uint64_t wrong;
+  perfPhases_t phases; /* --phases, gpubridge's rows on rank 0 */
 } perfHalf_t;
 
 typedef struct {
@@ -322,6 +351,7 @@ typedef struct {
   int simulated;
   int splitTest; /* a one-vendor job relabelled into islands: every result says so */
   int emulatedAmd; /* an island runs on the emulated-AMD test rig: every result says so */
+  int phases;      /* --phases: the phase columns and JSON objects */
   double busBwSum;
   int busBwCount;
 } perfTable_t;
@@ -372,8 +402,9 @@ typedef struct {
 } perfRun_t;
 
 /* Average seconds per iteration on this rank: -w warm-up calls, then -n timed
- * ones enqueued (synchronizing after each with -z 1) and one synchronize. */
-double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int inPlace);
+ * ones enqueued (synchronizing after each with -z 1) and one synchronize.
+ * phases: NULL, or where the timed calls' mean phases go (phases.c). */
+double perfMeasureTime(const perfRun_t* r, perfState_t* st, size_t count, int inPlace, perfPhases_t* phases);
 /* One call with fresh inputs; returns this rank's wrong elements. */
 uint64_t perfMeasureCheck(const perfRun_t* r, perfState_t* st, size_t count, int inPlace);
 /* The printed time from every rank's, as -a says. Collective. */

@@ -57,20 +57,38 @@ void perfTableHeader(const perfOptions_t* opts, const perfCtx_t* ctx, const perf
   }
   printf("#\n");
   if (opts->tunePath) return; /* tune.c prints its own table */
-  printf("#                                                              out-of-place                       in-place\n");
-  printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
-  printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n");
+  int phases = opts->phases;
+  printf("#                                                              out-of-place                       in-place");
+  if (phases) printf("%17s%s%15s%s", "", "out-of-place phases, rank 0 (us)", "", "in-place phases, rank 0 (us)");
+  printf("\n#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong");
+  for (int half = 0; phases && half < 2; half++)
+    for (int p = 0; p < PERF_NUM_PHASES; p++) printf("  %7s", perfPhaseName((perfPhase_t)p));
+  printf("\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n");
+  if (phases)
+    printf("# phases: check = up to the call check's end, island = the island step up to the chunk staged, wait = "
+           "until the proxy starts the bridge step, bridge, after = copy-back and island step; they add up to a "
+           "call's time (-z 0: from the previous call's end)\n");
   fflush(stdout);
 }
 
 /* nccl-tests' time format: fewer decimals as the time grows. */
+static void printTime(double us) {
+  printf(us >= 10000.0 ? "  %7.0f" : us >= 100.0 ? "  %7.1f" : "  %7.2f", us);
+}
+
+static void printPhases(const perfHalf_t* h) {
+  for (int p = 0; p < PERF_NUM_PHASES; p++) {
+    if (h->ran && h->phases.records > 0) printTime(h->phases.us[p]);
+    else printf("  %7s", "N/A");
+  }
+}
+
 static void printHalf(const perfTable_t* table, const perfHalf_t* h) {
   if (!h->ran) {
     printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
     return;
   }
-  const char* fmt = h->timeUs >= 10000.0 ? "  %7.0f" : h->timeUs >= 100.0 ? "  %7.1f" : "  %7.2f";
-  printf(fmt, h->timeUs);
+  printTime(h->timeUs);
   printf("  %6.2f  %6.2f", h->algBw, h->busBw);
   if (table->check) printf("  %5llu", (unsigned long long)h->wrong);
   else printf("  %5s", "N/A");
@@ -83,8 +101,15 @@ static void jsonHalf(FILE* f, const perfTable_t* table, const char* name, const 
   }
   fprintf(f, "\"%s\": {\"time_us\": %.3f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"wrong\": ", name,
           h->timeUs, h->algBw, h->busBw);
-  if (table->check) fprintf(f, "%llu}", (unsigned long long)h->wrong);
-  else fprintf(f, "null}");
+  if (table->check) fprintf(f, "%llu", (unsigned long long)h->wrong);
+  else fprintf(f, "null");
+  if (table->phases && h->phases.records > 0) {
+    fprintf(f, ", \"phases\": {\"rank\": 0, \"records\": %d", h->phases.records);
+    for (int p = 0; p < PERF_NUM_PHASES; p++)
+      fprintf(f, ", \"%s_us\": %.3f", perfPhaseName((perfPhase_t)p), h->phases.us[p]);
+    fprintf(f, "}");
+  }
+  fprintf(f, "}");
 }
 
 static void jsonRow(perfTable_t* table, const perfOptions_t* opts, const perfCtx_t* ctx, const perfRow_t* row,
@@ -121,6 +146,10 @@ static void printRow(const perfTable_t* table, const perfOptions_t* opts, const 
          perfCollReduces(opts->coll) ? perfOpName(row->op) : "none", row->root);
   printHalf(table, &row->outOfPlace);
   printHalf(table, &row->inPlace);
+  if (table->phases) {
+    printPhases(&row->outOfPlace);
+    printPhases(&row->inPlace);
+  }
   printf("%s%s%s%s\n", table->simulated ? " simulated" : "", table->splitTest ? " split-test" : "",
          table->emulatedAmd ? " emulated-AMD" : "", tag);
 }

@@ -78,7 +78,7 @@ static int tuneSize(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* st, 
       uint64_t w = perfMeasureCheck(&r, st, count, 0);
       if (w > wrong[k]) wrong[k] = w;
     }
-    t[k] = perfMeasureTime(&r, st, count, 0);
+    t[k] = perfMeasureTime(&r, st, count, 0, NULL);
   }
   perfRanksCombineDouble(ctx, t, n, gbMax);
   perfRanksSumU64(ctx, wrong, n);

@@ -1,0 +1,66 @@
+/* Exported: the flight recorder's observer, queries, counters and dump.
+ * They work on a failed communicator too (until it is destroyed), from any
+ * thread: that is when they are wanted. */
+#include <string.h>
+
+#include "api/api.h"
+#include "base/result.h"
+#include "core/trace.h"
+
+/* Valid, initialized, with a recorder. */
+static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
+  if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
+  if (!gbCommIsValid(comm))
+    return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)",
+                      fn);
+  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+    return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized (still initializing, or its init failed)", fn);
+  if (!comm->trace)
+    return gbErrorSet(gbInvalidUsage, "%s: this communicator has no flight recorder (GPUBRIDGE_TRACE_BUFFER=0, or a "
+                      "device without host callbacks); unset GPUBRIDGE_TRACE_BUFFER to turn it on", fn);
+  return gbSuccess;
+}
+
+gbResult_t gbCommSetObserver(gbComm_t comm, gbObserver_t fn, void* userData) {
+  GB_CHECK(checkTraced("gbCommSetObserver", comm));
+  return gbTraceSetObserver(comm, fn, userData);
+}
+
+static gbResult_t query(const char* fn, gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count,
+                        int inFlightOnly) {
+  GB_CHECK(checkTraced(fn, comm));
+  if (!count) return gbErrorSet(gbInvalidArgument, "%s: count is NULL", fn);
+  if (maxRecords < 0) return gbErrorSet(gbInvalidArgument, "%s: maxRecords is %d (must be 0 or more)", fn, maxRecords);
+  if (maxRecords > 0 && !records)
+    return gbErrorSet(gbInvalidArgument, "%s: records is NULL with maxRecords %d", fn, maxRecords);
+  *count = maxRecords > 0 ? gbTraceCollect(comm->trace, records, maxRecords, inFlightOnly) : 0;
+  return gbSuccess;
+}
+
+gbResult_t gbCommGetInFlight(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count) {
+  return query("gbCommGetInFlight", comm, records, maxRecords, count, 1);
+}
+
+gbResult_t gbCommGetRecords(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count) {
+  return query("gbCommGetRecords", comm, records, maxRecords, count, 0);
+}
+
+const char* gbCollRecordPhase(const gbCollRecord_t* record) {
+  if (!record) return "unknown";
+  return gbTracePhaseName(record, 0);
+}
+
+gbResult_t gbCommGetCounters(gbComm_t comm, gbCommCounters_t* counters) {
+  GB_CHECK(checkTraced("gbCommGetCounters", comm));
+  if (!counters) return gbErrorSet(gbInvalidArgument, "gbCommGetCounters: counters is NULL");
+  gbTraceCounters(comm->trace, counters);
+  return gbSuccess;
+}
+
+gbResult_t gbCommDumpTrace(gbComm_t comm, const char* dir, char* path, size_t pathLen) {
+  GB_CHECK(checkTraced("gbCommDumpTrace", comm));
+  if (path && pathLen > 0) path[0] = '\0';
+  if (!path && pathLen > 0) return gbErrorSet(gbInvalidArgument, "gbCommDumpTrace: path is NULL with pathLen %zu",
+                                              pathLen);
+  return gbTraceDump(comm, dir, "api", path, pathLen);
+}

@@ -1,0 +1,398 @@
+/* The flight recorder's ring: taking and writing records (caller thread),
+ * the proxy's stamps, the end marker's done, counters, readers, the
+ * observer, and the phase a record is in. See trace.h for who writes what. */
+#include "core/trace.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+#include "core/comm.h"
+#include "plan/plan.h"
+
+_Static_assert(sizeof(gbCollRecord_t) == 168, "gbCollRecord_t is 168 bytes (the Python binding says so too)");
+_Static_assert(sizeof(gbCommCounters_t) == 168, "gbCommCounters_t is 168 bytes");
+_Static_assert(sizeof(gbTraceEntry_t) == 192, "a ring entry is three cache lines");
+_Static_assert(gbCollAllReduce == (int)GB_COLL_ALLREDUCE && gbCollBroadcast == (int)GB_COLL_BROADCAST &&
+                   gbCollReduce == (int)GB_COLL_REDUCE && gbCollAllGather == (int)GB_COLL_ALLGATHER &&
+                   gbCollReduceScatter == (int)GB_COLL_REDUCESCATTER && gbCollAllToAll == (int)GB_COLL_ALLTOALL &&
+                   gbCollSendRecv == (int)GB_COLL_SENDRECV && gbNumColls == (int)GB_NUM_COLLS,
+               "gbCollKind_t equals gbColl_t");
+
+/* Release stores and acquire loads (plain moves on x86) make the entry a
+ * seqlock without fences: a reader that sees any store of a write also sees
+ * the odd version before it, and its re-read of the version comes after. */
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ADD(p, v) ST((p), LD(p) + (v)) /* for a field with one writer */
+
+static _Thread_local int inObserver;
+
+/* ------------------------------------------------------------ life */
+
+gbResult_t gbTraceCreate(gbComm_t c) {
+  int64_t want = gbParamInt(GB_PARAM_TRACE_BUFFER);
+  if (want <= 0) return gbSuccess;
+  if (!c->dev->launchHostFn) {
+    GB_INFO(GB_LOG_INIT, "flight recorder off: this device (%s) has no host callback that tells when a "
+                         "collective's stream work ended, so records would never finish", c->dev->name);
+    return gbSuccess;
+  }
+  uint64_t cap = 1;
+  while (cap < (uint64_t)want) cap <<= 1;
+  struct gbTrace* t = calloc(1, sizeof(*t));
+  gbTraceEntry_t* e = t ? aligned_alloc(64, cap * sizeof(gbTraceEntry_t)) : NULL;
+  if (!e) {
+    free(t);
+    return gbErrorSet(gbSystemError, "out of memory for a flight recorder of %llu entries (%llu KiB); lower "
+                      "GPUBRIDGE_TRACE_BUFFER or set it to 0", (unsigned long long)cap,
+                      (unsigned long long)(cap * sizeof(gbTraceEntry_t) / 1024));
+  }
+  memset(e, 0, cap * sizeof(gbTraceEntry_t));
+  for (uint64_t i = 0; i < cap; i++) e[i].comm = c;
+  t->e = e;
+  t->cap = cap;
+  t->mask = cap - 1;
+  pthread_mutex_init(&t->dumpLock, NULL);
+  c->trace = t;
+  return gbTraceWatchStart(c);
+}
+
+void gbTraceDestroy(gbComm_t c) {
+  struct gbTrace* t = c->trace;
+  if (!t) return;
+  gbTraceWatchStop(c);
+  free(__atomic_exchange_n(&t->obs, NULL, __ATOMIC_SEQ_CST));
+  pthread_mutex_lock(&t->dumpLock); /* a dump in progress (another thread's API call) ends first */
+  pthread_mutex_unlock(&t->dumpLock);
+  pthread_mutex_destroy(&t->dumpLock);
+  c->trace = NULL;
+  free(t->e);
+  free(t);
+}
+
+/* ------------------------------------------------------------ the caller */
+
+/* The next entry, marked odd; NULL (unrecorded) when it is still in flight. */
+static gbTraceEntry_t* take(gbComm_t c) {
+  struct gbTrace* t = c->trace;
+  c->traceNow = NULL;
+  if (!t) return NULL;
+  ADD(&t->enqueued, 1);
+  uint64_t id = LD(&t->next) + 1;
+  gbTraceEntry_t* e = &t->e[id & t->mask];
+  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) {
+    ADD(&t->unrecorded, 1);
+    return NULL;
+  }
+  ST(&e->version, LD(&e->version) + 1);
+  gbCollRecord_t* r = &e->rec;
+  ST(&e->id, id);
+  ST(&r->size, (uint32_t)sizeof(gbCollRecord_t));
+  ST(&r->version, 1u);
+  ST(&r->t[gbPhaseEnqueued], gbClockNowNs());
+  for (int k = 1; k < gbNumPhases; k++) ST(&r->t[k], (int64_t)0);
+  for (int k = 0; k < gbNumHostGroups; k++) ST(&r->bytes[k], (uint64_t)0);
+  ST(&r->op, -1);
+  ST(&r->root, -1);
+  ST(&r->peer, -1);
+  ST(&r->npeers, 0);
+  ST(&r->policy, -1);
+  ST(&r->nchunks, 0);
+  ST(&r->chunksBridged, 0);
+  ST(&r->flags, 0);
+  ST(&r->result, 0);
+  ST(&r->state, (int32_t)gbRecordInFlight);
+  __atomic_store_n(&t->next, id, __ATOMIC_RELEASE);
+  c->traceNow = e;
+  return e;
+}
+
+void gbTraceBegin(gbComm_t c, int coll, uint64_t count, int dtype, int op, int root) {
+  gbTraceEntry_t* e = take(c);
+  if (c->trace) __atomic_store_n(&c->trace->lastSeq, c->seq, __ATOMIC_RELEASE);
+  if (!e) return;
+  gbCollRecord_t* r = &e->rec;
+  ST(&r->seq, c->seq);
+  ST(&r->p2pSeq, (uint64_t)0);
+  ST(&r->count, count);
+  ST(&r->coll, coll);
+  ST(&r->dtype, dtype);
+  ST(&r->op, op);
+  if (coll == GB_COLL_BROADCAST || coll == GB_COLL_REDUCE) ST(&r->root, root);
+}
+
+void gbTraceBeginP2p(gbComm_t c, const void* list, int nops) {
+  gbTraceEntry_t* e = take(c);
+  if (c->trace) __atomic_store_n(&c->trace->lastP2p, c->p2pSeq, __ATOMIC_RELEASE);
+  if (!e) return;
+  const gbCommP2p_t* ops = list;
+  gbCollRecord_t* r = &e->rec;
+  uint64_t count = 0;
+  int npeers = 0;
+  for (int i = 0; i < nops; i++) {
+    count += ops[i].count;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = ops[j].peer == ops[i].peer;
+    npeers += !seen;
+  }
+  int dtype = nops > 0 ? (int)ops[0].dt : -1;
+  for (int i = 1; i < nops; i++)
+    if ((int)ops[i].dt != dtype) dtype = -1;
+  ST(&r->seq, (uint64_t)0);
+  ST(&r->p2pSeq, c->p2pSeq);
+  ST(&r->count, count);
+  ST(&r->coll, (int32_t)gbCollSendRecv);
+  ST(&r->dtype, dtype);
+  ST(&r->peer, nops > 0 ? ops[0].peer : -1);
+  ST(&r->npeers, npeers);
+}
+
+void gbTraceCancel(gbComm_t c) {
+  struct gbTrace* t = c->trace;
+  gbTraceEntry_t* e = c->traceNow;
+  if (!t) return;
+  __atomic_store_n(&t->lastSeq, c->seq, __ATOMIC_RELEASE);
+  ST(&t->enqueued, LD(&t->enqueued) - 1);
+  if (!e) {
+    ST(&t->unrecorded, LD(&t->unrecorded) - 1); /* take() found no free entry */
+    return;
+  }
+  ST(&e->rec.state, 0);
+  ST(&e->id, (uint64_t)0);
+  __atomic_store_n(&t->next, LD(&t->next) - 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
+  c->traceNow = NULL;
+}
+
+void gbTraceSetPlan(gbComm_t c, int policy, int nchunks) {
+  gbTraceEntry_t* e = c->traceNow;
+  if (!e) return;
+  ST(&e->rec.policy, policy);
+  ST(&e->rec.nchunks, nchunks);
+  if (nchunks > 0) ST(&e->rec.flags, LD(&e->rec.flags) | (int32_t)GB_RECORD_HAS_HOST_STEP);
+}
+
+void gbTraceAddFlags(gbComm_t c, uint32_t flags) {
+  gbTraceEntry_t* e = c->traceNow;
+  if (e) ST(&e->rec.flags, LD(&e->rec.flags) | (int32_t)flags);
+}
+
+void gbTraceAddIslandBytes(gbComm_t c, uint64_t bytes) {
+  gbTraceEntry_t* e = c->traceNow;
+  if (!e) return;
+  ADD(&e->rec.bytes[gbHostGroupIsland], bytes);
+  ADD(&c->trace->bytes[gbHostGroupIsland], bytes);
+}
+
+void gbTraceTagOp(gbComm_t c, gbProxyOp_t* op, int role, uint32_t chunk, uint32_t nchunks) {
+  op->trace = c->traceNow;
+  op->traceRole = role;
+  op->chunk = chunk;
+  op->nchunks = nchunks;
+}
+
+gbTraceEntry_t* gbTraceEnqueued(gbComm_t c) {
+  gbTraceEntry_t* e = c->traceNow;
+  c->traceNow = NULL;
+  if (e) __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
+  return e;
+}
+
+/* ------------------------------------------------------------ late writers */
+
+static int hostGroupOf(gbComm_t c, const gbAlgoGroup_t* g) {
+  if (!g) return -1;
+  if (g == &c->world.algo) return gbHostGroupWorld;
+  if (g == &c->bridge.algo) return gbHostGroupBridge;
+  for (int i = 0; i < c->nrails; i++)
+    if (g == &c->rails[i].algo) return gbHostGroupRail;
+  return -1;
+}
+
+void gbTraceOnStep(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
+  gbComm_t c = ctx;
+  struct gbTrace* t = c->trace;
+  gbTraceEntry_t* e = op->trace;
+  if (!t || !e) return;
+  gbCollRecord_t* r = &e->rec;
+  int64_t now = gbClockNowNs();
+  if (op->traceRole == GB_TRACE_ROLE_CHECK) {
+    /* A check that failed did not end: the record stays in phase "check". */
+    if (event == GB_PROXY_STEP_READY) ST(&r->t[gbPhaseCheckBegin], now);
+    else if (res == gbSuccess) ST(&r->t[gbPhaseCheckEnd], now);
+    return;
+  }
+  if (op->traceRole != GB_TRACE_ROLE_HOST) return;
+  if (event == GB_PROXY_STEP_READY) {
+    /* The proxy sees the chunk staged and starts its host step at once. */
+    t->stepBegin = now;
+    if (op->chunk == 0) {
+      ST(&r->t[gbPhaseStaged], now);
+      ST(&r->t[gbPhaseBridgeBegin], now);
+    }
+    return;
+  }
+  int g = hostGroupOf(c, op->group);
+  if (g >= 0) {
+    ADD(&r->bytes[g], bytesSent);
+    ADD(&t->bytes[g], bytesSent);
+    ADD(&t->busyNs[g], (uint64_t)(now - t->stepBegin));
+  }
+  if (res != gbSuccess) return;
+  ADD(&r->chunksBridged, 1);
+  if (op->chunk + 1 >= op->nchunks) ST(&r->t[gbPhaseBridgeEnd], now);
+}
+
+/* A copy made of atomic loads (writers may still store). */
+static void copyRecord(const gbCollRecord_t* s, gbCollRecord_t* d) {
+  d->size = LD(&s->size);
+  d->version = LD(&s->version);
+  d->seq = LD(&s->seq);
+  d->p2pSeq = LD(&s->p2pSeq);
+  d->count = LD(&s->count);
+  for (int k = 0; k < gbNumPhases; k++) d->t[k] = LD(&s->t[k]);
+  for (int k = 0; k < gbNumHostGroups; k++) d->bytes[k] = LD(&s->bytes[k]);
+  d->coll = LD(&s->coll);
+  d->dtype = LD(&s->dtype);
+  d->op = LD(&s->op);
+  d->root = LD(&s->root);
+  d->peer = LD(&s->peer);
+  d->npeers = LD(&s->npeers);
+  d->policy = LD(&s->policy);
+  d->nchunks = LD(&s->nchunks);
+  d->chunksBridged = LD(&s->chunksBridged);
+  d->flags = LD(&s->flags);
+  d->state = LD(&s->state);
+  d->result = LD(&s->result);
+}
+
+static void callObserver(gbComm_t c, struct gbTrace* t, const gbCollRecord_t* rec) {
+  if (!__atomic_load_n(&t->obs, __ATOMIC_SEQ_CST)) return;
+  __atomic_add_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
+  gbTraceObserver_t* o = __atomic_load_n(&t->obs, __ATOMIC_SEQ_CST);
+  if (o) {
+    inObserver++;
+    o->fn(c, rec, o->userData);
+    inObserver--;
+  }
+  __atomic_sub_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
+}
+
+void gbTraceFinish(gbTraceEntry_t* e, int state, gbResult_t result) {
+  gbComm_t c = e->comm;
+  struct gbTrace* t = c->trace;
+  gbCollRecord_t* r = &e->rec;
+  int64_t now = gbClockNowNs();
+  ST(&r->t[gbPhaseDone], now);
+  ST(&r->result, (int32_t)result);
+  gbCollRecord_t copy;
+  copyRecord(r, &copy);
+  copy.state = state;
+  __atomic_store_n(&r->state, (int32_t)state, __ATOMIC_RELEASE);
+  if (state == gbRecordDone) {
+    __atomic_fetch_add(&t->completed, 1, __ATOMIC_RELAXED);
+    if (copy.coll >= 0 && copy.coll < gbNumColls) __atomic_fetch_add(&t->byColl[copy.coll], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->latencyNs, (uint64_t)(now - copy.t[gbPhaseEnqueued]), __ATOMIC_RELAXED);
+  } else {
+    __atomic_fetch_add(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+  callObserver(c, t, &copy);
+}
+
+/* ------------------------------------------------------------ readers */
+
+int gbTraceRead(const struct gbTrace* t, uint64_t id, gbCollRecord_t* out) {
+  const gbTraceEntry_t* e = &t->e[id & t->mask];
+  for (int attempt = 0; attempt < 4; attempt++) {
+    uint32_t v = __atomic_load_n(&e->version, __ATOMIC_ACQUIRE);
+    if (v & 1u) continue;
+    uint64_t held = LD(&e->id);
+    copyRecord(&e->rec, out);
+    if (LD(&e->version) != v) continue;
+    return held == id && out->state != 0;
+  }
+  return 0;
+}
+
+int gbTraceCollect(const struct gbTrace* t, gbCollRecord_t* out, int max, int inFlightOnly) {
+  uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+  uint64_t lo = next > t->cap ? next - t->cap + 1 : 1;
+  if (!inFlightOnly && max >= 0 && next >= lo && next - lo + 1 > (uint64_t)max) lo = next - (uint64_t)max + 1;
+  int n = 0;
+  for (uint64_t id = lo; id <= next && n < max; id++) {
+    if (!gbTraceRead(t, id, &out[n])) continue;
+    if (inFlightOnly && out[n].state != gbRecordInFlight) continue;
+    n++;
+  }
+  return n;
+}
+
+void gbTraceCounters(const struct gbTrace* t, gbCommCounters_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->size = (uint32_t)sizeof(*out);
+  out->version = 1;
+  out->enqueued = LD(&t->enqueued);
+  out->completed = LD(&t->completed);
+  out->failed = LD(&t->failed);
+  out->unrecorded = LD(&t->unrecorded);
+  for (int k = 0; k < gbNumColls; k++) out->byColl[k] = LD(&t->byColl[k]);
+  for (int k = 0; k < gbNumHostGroups; k++) {
+    out->bytes[k] = LD(&t->bytes[k]);
+    out->busyNs[k] = LD(&t->busyNs[k]);
+  }
+  out->latencyNs = LD(&t->latencyNs);
+}
+
+gbResult_t gbTraceSetObserver(gbComm_t c, gbObserver_t fn, void* userData) {
+  struct gbTrace* t = c->trace;
+  gbTraceObserver_t* o = NULL;
+  if (fn) {
+    o = malloc(sizeof(*o));
+    if (!o) return gbErrorSet(gbSystemError, "gbCommSetObserver: out of memory");
+    o->fn = fn;
+    o->userData = userData;
+  }
+  gbTraceObserver_t* old = __atomic_exchange_n(&t->obs, o, __ATOMIC_SEQ_CST);
+  if (!old) return gbSuccess;
+  if (inObserver) {
+    /* Called from inside an observer: that call still runs the old one. */
+    GB_INFO(GB_LOG_COLL, "gbCommSetObserver from inside an observer: the previous observer's record is kept");
+    return gbSuccess;
+  }
+  gbDeadline_t until = gbDeadlineIn(5.0);
+  while (__atomic_load_n(&t->obsCalls, __ATOMIC_SEQ_CST) > 0) {
+    if (gbDeadlinePassed(until)) {
+      GB_WARN("gbCommSetObserver: the previous observer is still running after 5 s; its record is kept (not freed)");
+      return gbSuccess;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  free(old);
+  return gbSuccess;
+}
+
+/* ------------------------------------------------------------ names */
+
+const char* gbTracePhaseName(const gbCollRecord_t* r, int olderInFlight) {
+  if (r->state == gbRecordDone) return "done";
+  if (r->state == gbRecordFailed) return "failed";
+  if (r->state != gbRecordInFlight) return "unknown";
+  if (olderInFlight) return "queued";
+  if ((r->flags & (int32_t)GB_RECORD_HAS_CHECK) && r->t[gbPhaseCheckEnd] == 0) return "check";
+  if (r->flags & (int32_t)GB_RECORD_HAS_HOST_STEP) {
+    if (r->t[gbPhaseStaged] == 0) return "island";
+    if (r->t[gbPhaseBridgeBegin] == 0) return "staged";
+    if (r->t[gbPhaseBridgeEnd] == 0) return "bridge";
+    return "copy-back";
+  }
+  return "island";
+}
+
+const char* gbTraceCollName(int coll) { return gbPlanCollName(coll); }

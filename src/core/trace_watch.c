@@ -1,0 +1,134 @@
+/* The flight recorder's watcher: one thread per process, alive while a
+ * communicator with a recorder is, that writes every communicator's dump
+ * when GPUBRIDGE_TRACE_SIGNAL arrives. The signal handler only writes a
+ * byte to a pipe (async-signal-safe); the thread does the work. The dump is
+ * never left to the proxy: in a hang, the proxy is the thread that is stuck.
+ *
+ * The pipe is made once and kept for the life of the process: an installed
+ * handler may run at any time, and must never write to a closed (or reused)
+ * descriptor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+#include "core/comm.h"
+#include "core/trace.h"
+
+/* GPUBRIDGE_TRACE_SIGNAL's values, in the order of its choices. */
+static const int signalOf[] = {0, SIGUSR1, SIGUSR2};
+static const char* const signalName[] = {"off", "USR1", "USR2"};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int pipeFd[2] = {-1, -1}; /* written before the handler is installed; never closed */
+static int users;                /* communicators with a recorder (lock) */
+static int running;              /* the thread runs (lock) */
+static int quit;                 /* the thread should leave (atomic) */
+static pthread_t thread;
+static int handlerSet;           /* the signal handler was considered (lock) */
+static int pending;               /* a signal arrived (atomic: the handler may run on any thread) */
+
+static void onSignal(int sig) {
+  (void)sig;
+  int saved = errno;
+  __atomic_store_n(&pending, 1, __ATOMIC_RELEASE);
+  ssize_t n = write(pipeFd[1], "x", 1); /* a full pipe already holds a wake-up */
+  (void)n;
+  errno = saved;
+}
+
+static void dumpOne(gbComm_t c, void* arg) {
+  (void)arg;
+  if (!c->trace || __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE) return;
+  gbTraceDump(c, NULL, "signal", NULL, 0); /* a failure is logged where it is found */
+}
+
+static void* watchMain(void* arg) {
+  (void)arg;
+  struct pollfd p = {pipeFd[0], POLLIN, 0};
+  while (!__atomic_load_n(&quit, __ATOMIC_ACQUIRE)) {
+    int n = poll(&p, 1, -1);
+    if (n < 0 && errno != EINTR) break;
+    char drain[64];
+    while (read(pipeFd[0], drain, sizeof(drain)) > 0) {
+    }
+    if (__atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL)) {
+      if (*gbParamString(GB_PARAM_TRACE_DIR)) gbCommForEachLive(dumpOne, NULL);
+      else GB_WARN("GPUBRIDGE_TRACE_SIGNAL arrived, but GPUBRIDGE_TRACE_DIR is not set: no dump written");
+    }
+  }
+  return NULL;
+}
+
+static gbResult_t makePipe(void) {
+  if (pipeFd[0] >= 0) return gbSuccess;
+  if (pipe2(pipeFd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    pipeFd[0] = pipeFd[1] = -1;
+    return gbErrorSet(gbSystemError, "flight recorder: cannot make its wake-up pipe: %s (too many open files?)",
+                      strerror(errno));
+  }
+  return gbSuccess;
+}
+
+/* Installs the handler once per process, only where nobody else handles the signal. */
+static void installHandler(void) {
+  if (handlerSet) return;
+  handlerSet = 1;
+  int which = (int)gbParamInt(GB_PARAM_TRACE_SIGNAL);
+  if (which <= 0 || which >= (int)(sizeof(signalOf) / sizeof(signalOf[0]))) return;
+  struct sigaction now;
+  if (sigaction(signalOf[which], NULL, &now) != 0) return;
+  if (now.sa_handler != SIG_DFL || (now.sa_flags & SA_SIGINFO)) {
+    GB_WARN("GPUBRIDGE_TRACE_SIGNAL=%s: this process already handles SIG%s; no dump on that signal (call "
+            "gbCommDumpTrace instead)", signalName[which], signalName[which]);
+    return;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = onSignal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(signalOf[which], &sa, NULL) != 0)
+    GB_WARN("GPUBRIDGE_TRACE_SIGNAL=%s: cannot install a handler: %s", signalName[which], strerror(errno));
+  else
+    GB_INFO(GB_LOG_INIT, "flight recorder: SIG%s writes every communicator's dump to GPUBRIDGE_TRACE_DIR",
+            signalName[which]);
+}
+
+gbResult_t gbTraceWatchStart(gbComm_t c) {
+  pthread_mutex_lock(&lock);
+  gbResult_t res = makePipe();
+  if (res == gbSuccess && !running) {
+    __atomic_store_n(&quit, 0, __ATOMIC_RELEASE);
+    int err = pthread_create(&thread, NULL, watchMain, NULL);
+    if (err) res = gbErrorSet(gbSystemError, "flight recorder: cannot start its thread: %s", strerror(err));
+    else running = 1;
+  }
+  if (res == gbSuccess) {
+    installHandler();
+    users++;
+    c->trace->watching = 1;
+  }
+  pthread_mutex_unlock(&lock);
+  return res;
+}
+
+void gbTraceWatchStop(gbComm_t c) {
+  if (!c->trace || !c->trace->watching) return;
+  c->trace->watching = 0;
+  pthread_mutex_lock(&lock);
+  if (--users == 0 && running) {
+    __atomic_store_n(&quit, 1, __ATOMIC_RELEASE);
+    ssize_t n = write(pipeFd[1], "q", 1);
+    (void)n;
+    pthread_join(thread, NULL); /* it holds no lock of ours while it waits */
+    running = 0;
+  }
+  pthread_mutex_unlock(&lock);
+}
