@@ -16,8 +16,8 @@ static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
   if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized (still initializing, or its init failed)", fn);
   if (!comm->trace)
-    return gbErrorSet(gbInvalidUsage, "%s: this communicator has no flight recorder (GPUBRIDGE_TRACE_BUFFER=0, or a "
-                      "device without host callbacks); unset GPUBRIDGE_TRACE_BUFFER to turn it on", fn);
+    return gbErrorSet(gbInvalidUsage, "%s: this communicator has no flight recorder (GPUBRIDGE_TRACE_BUFFER=0); unset "
+                      "GPUBRIDGE_TRACE_BUFFER to turn it on", fn);
   return gbSuccess;
 }
 

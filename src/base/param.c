@@ -33,6 +33,8 @@ static const char* const splitChoices[] = {"off", "half", "alternate", "node", N
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
 /* Same order as core/trace_watch.c's signal numbers. */
 static const char* const traceSignalChoices[] = {"off", "USR1", "USR2", NULL};
+/* Same order as core/trace.h's GB_TRACE_DONE_*. */
+static const char* const traceDoneChoices[] = {"auto", "marker", "flag", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
@@ -127,6 +129,11 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_TRACE_SIGNAL] = {"GPUBRIDGE_TRACE_SIGNAL", GB_PARAM_ENUM, "off", traceSignalChoices, 0, 0, 0,
                                "A signal (USR1 or USR2) that makes every communicator of the process write its "
                                "flight recorder to GPUBRIDGE_TRACE_DIR; off: none."},
+    [GB_PARAM_TRACE_DONE] = {"GPUBRIDGE_TRACE_DONE", GB_PARAM_ENUM, "auto", traceDoneChoices, 0, 0, 0,
+                             "How the flight recorder learns that a call's stream work ended: marker: a host "
+                             "function on the stream (exact; the simulated device only); flag: a stream write "
+                             "of a host-mapped flag that a thread polls every 1 ms while calls are in flight; "
+                             "auto: marker where the device runs host functions, else flag (GPUs)."},
 };
 
 const gbParamLauncher_t gbParamLaunchers[] = {

@@ -100,7 +100,7 @@ void gbCommFree(gbComm_t c) {
   int drained = 1;
   if (c->streamDone && c->dev->launchHostFn)
     drained = gbFlagWaitHost(c->streamDone, c->streamPosted, c->settings.timeoutSec + 5, NULL) == gbSuccess;
-  else if (c->dev && c->dev->deviceSynchronize && c->seq > 0)
+  else if (c->dev && c->dev->deviceSynchronize && (c->seq > 0 || c->p2pSeq > 0)) /* send/recv-only comms too */
     drained = c->dev->deviceSynchronize() == gbSuccess;
   gbProxyDestroy(c->proxy);
   if (!drained) {

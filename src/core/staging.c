@@ -37,7 +37,10 @@ gbResult_t gbCommSlotRelease(gbComm_t c, const gbSlot_t* s, void* stream) {
 /* The last stream task of each collective counts it done (also when the
  * stream drops it after an error), so teardown knows when no stream work
  * still points into the communicator. With a flight-recorder record the
- * same task stamps it: done when it runs, failed when it is dropped. */
+ * same task stamps it: done when it runs, failed when it is dropped. Where
+ * records end by flag (a GPU, or GPUBRIDGE_TRACE_DONE=flag) the stream
+ * writes the record's done flag instead, before the marker, and the
+ * watcher stamps it (trace_done.c). */
 static gbResult_t markerRun(void* arg) {
   (void)arg;
   return gbSuccess;
@@ -45,25 +48,27 @@ static gbResult_t markerRun(void* arg) {
 static void markerDone(void* arg) { __atomic_add_fetch(&((gbComm_t)arg)->streamDone->value, 1, __ATOMIC_RELEASE); }
 
 static gbResult_t tracedMarkerRun(void* arg) {
-  gbTraceFinish(arg, gbRecordDone, gbSuccess);
+  gbTraceFinish(arg, gbRecordDone, gbSuccess, 0);
   return gbSuccess;
 }
 static void tracedMarkerDone(void* arg) {
   gbTraceEntry_t* e = arg;
   gbComm_t c = e->comm;
-  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) {
-    gbResult_t res = gbCommAsyncError(c);
-    gbTraceFinish(e, gbRecordFailed, res != gbSuccess ? res : gbRemoteError);
-  }
+  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) gbTraceFinishDropped(e, 0);
   markerDone(c);
 }
 
 gbResult_t gbCommMarkStreamWork(gbComm_t c, void* stream, gbTraceEntry_t* record) {
-  if (!c->dev->launchHostFn) return gbSuccess;
+  gbResult_t res = gbSuccess;
+  if (record && c->trace->doneFlags) {
+    res = gbTraceDonePost(record, stream); /* a write that cannot be queued stamps the record failed */
+    record = NULL;
+  }
+  if (!c->dev->launchHostFn) return res;
   if (record) GB_CHECK(c->dev->launchHostFn(stream, tracedMarkerRun, record, tracedMarkerDone));
   else GB_CHECK(c->dev->launchHostFn(stream, markerRun, c, markerDone));
   c->streamPosted++;
-  return gbSuccess;
+  return res;
 }
 
 gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void*, size_t),
@@ -83,7 +88,7 @@ gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void*, 
 gbResult_t gbCommEnqueueEnd(gbComm_t c, void* stream, int queued, gbResult_t res) {
   gbTraceEntry_t* record = gbTraceEnqueued(c);
   if (!queued) {
-    if (record) gbTraceFinish(record, res == gbSuccess ? gbRecordDone : gbRecordFailed, res);
+    if (record) gbTraceFinish(record, res == gbSuccess ? gbRecordDone : gbRecordFailed, res, 0);
     return res;
   }
   /* A marker that cannot be queued is dropped at once: it stamps the record failed. */

@@ -1,6 +1,7 @@
 /* The flight recorder's ring: taking and writing records (caller thread),
- * the proxy's stamps, the end marker's done, counters, readers, the
- * observer, and the phase a record is in. See trace.h for who writes what. */
+ * the proxy's stamps, the done writer's finish (the end marker's, or the
+ * watcher's: trace_done.c), counters, readers, the observer, and the phase
+ * a record is in. See trace.h for who writes what. */
 #include "core/trace.h"
 
 #include <stddef.h>
@@ -38,13 +39,12 @@ static _Thread_local int inObserver;
 gbResult_t gbTraceCreate(gbComm_t c) {
   int64_t want = gbParamInt(GB_PARAM_TRACE_BUFFER);
   if (want <= 0) return gbSuccess;
-  if (!c->dev->launchHostFn) {
-    GB_INFO(GB_LOG_INIT, "flight recorder off: this device (%s) has no host callback that tells when a "
-                         "collective's stream work ended, so records would never finish", c->dev->name);
-    return gbSuccess;
-  }
   uint64_t cap = 1;
-  while (cap < (uint64_t)want) cap <<= 1;
+  unsigned shift = 0;
+  while (cap < (uint64_t)want) {
+    cap <<= 1;
+    shift++;
+  }
   struct gbTrace* t = calloc(1, sizeof(*t));
   gbTraceEntry_t* e = t ? aligned_alloc(64, cap * sizeof(gbTraceEntry_t)) : NULL;
   if (!e) {
@@ -58,19 +58,27 @@ gbResult_t gbTraceCreate(gbComm_t c) {
   t->e = e;
   t->cap = cap;
   t->mask = cap - 1;
+  t->shift = shift;
+  t->comm = c;
   pthread_mutex_init(&t->dumpLock, NULL);
   c->trace = t;
-  return gbTraceWatchStart(c);
+  gbResult_t res = gbTraceDoneCreate(c);
+  if (res == gbSuccess) res = gbTraceWatchStart(c);
+  if (res != gbSuccess) gbTraceDestroy(c);
+  return res;
 }
 
 void gbTraceDestroy(gbComm_t c) {
   struct gbTrace* t = c->trace;
   if (!t) return;
   gbTraceWatchStop(c);
+  /* The streams drained: records still pending end now, observed. */
+  if (t->doneFlags) gbTraceDonePoll(t, 1);
   free(__atomic_exchange_n(&t->obs, NULL, __ATOMIC_SEQ_CST));
   pthread_mutex_lock(&t->dumpLock); /* a dump in progress (another thread's API call) ends first */
   pthread_mutex_unlock(&t->dumpLock);
   pthread_mutex_destroy(&t->dumpLock);
+  gbTraceDoneDestroy(c);
   c->trace = NULL;
   free(t->e);
   free(t);
@@ -107,6 +115,7 @@ static gbTraceEntry_t* take(gbComm_t c) {
   ST(&r->chunksBridged, 0);
   ST(&r->flags, 0);
   ST(&r->result, 0);
+  ST(&e->byFlag, 0u);
   ST(&r->state, (int32_t)gbRecordInFlight);
   __atomic_store_n(&t->next, id, __ATOMIC_RELEASE);
   c->traceNow = e;
@@ -284,25 +293,39 @@ static void callObserver(gbComm_t c, struct gbTrace* t, const gbCollRecord_t* re
   __atomic_sub_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
 }
 
-void gbTraceFinish(gbTraceEntry_t* e, int state, gbResult_t result) {
+void gbTraceFinish(gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
   gbComm_t c = e->comm;
   struct gbTrace* t = c->trace;
   gbCollRecord_t* r = &e->rec;
   int64_t now = gbClockNowNs();
   ST(&r->t[gbPhaseDone], now);
   ST(&r->result, (int32_t)result);
+  /* The caller wrote flags last before its even version, long before. */
+  if (flags) ST(&r->flags, LD(&r->flags) | (int32_t)flags);
+  /* Read before the state is published: from then on the entry may be
+   * reused. The whole record is copied only for an observer. */
+  int32_t coll = LD(&r->coll);
+  int64_t enqueued = LD(&r->t[gbPhaseEnqueued]);
+  int observed = __atomic_load_n(&t->obs, __ATOMIC_SEQ_CST) != NULL;
   gbCollRecord_t copy;
-  copyRecord(r, &copy);
-  copy.state = state;
+  if (observed) {
+    copyRecord(r, &copy);
+    copy.state = state;
+  }
   __atomic_store_n(&r->state, (int32_t)state, __ATOMIC_RELEASE);
   if (state == gbRecordDone) {
     __atomic_fetch_add(&t->completed, 1, __ATOMIC_RELAXED);
-    if (copy.coll >= 0 && copy.coll < gbNumColls) __atomic_fetch_add(&t->byColl[copy.coll], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&t->latencyNs, (uint64_t)(now - copy.t[gbPhaseEnqueued]), __ATOMIC_RELAXED);
+    if (coll >= 0 && coll < gbNumColls) __atomic_fetch_add(&t->byColl[coll], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->latencyNs, (uint64_t)(now - enqueued), __ATOMIC_RELAXED);
   } else {
     __atomic_fetch_add(&t->failed, 1, __ATOMIC_RELAXED);
   }
-  callObserver(c, t, &copy);
+  if (observed) callObserver(c, t, &copy);
+}
+
+void gbTraceFinishDropped(gbTraceEntry_t* e, uint32_t flags) {
+  gbResult_t res = gbCommAsyncError(e->comm);
+  gbTraceFinish(e, gbRecordFailed, res != gbSuccess ? res : gbRemoteError, flags);
 }
 
 /* ------------------------------------------------------------ readers */

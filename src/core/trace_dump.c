@@ -288,10 +288,17 @@ gbResult_t gbTraceDump(gbComm_t c, const char* dir, const char* why, char* path,
   return res;
 }
 
+/* Then the watcher may end records still waiting for their done flag
+ * (failed): the dump shows them in flight, where they were. */
+static void settled(struct gbTrace* t) { __atomic_store_n(&t->failSettled, 1, __ATOMIC_RELEASE); }
+
 void gbTraceDumpOnTrouble(gbComm_t c, const char* why) {
   const char* dir = gbParamString(GB_PARAM_TRACE_DIR);
-  if (!*dir) return;
   struct gbTrace* t = c->trace;
+  if (!*dir) {
+    settled(t);
+    return;
+  }
   pthread_mutex_lock(&t->dumpLock);
   if (!t->dumped) {
     t->dumped = 1;
@@ -302,4 +309,5 @@ void gbTraceDumpOnTrouble(gbComm_t c, const char* why) {
     gbErrorRecord(saved);
   }
   pthread_mutex_unlock(&t->dumpLock);
+  settled(t);
 }

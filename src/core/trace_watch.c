@@ -4,6 +4,11 @@
  * byte to a pipe (async-signal-safe); the thread does the work. The dump is
  * never left to the proxy: in a hang, the proxy is the thread that is stuck.
  *
+ * It also ends the records of rings with done flags (trace_done.c): while
+ * one has records pending, it looks every 1 ms; with none, it sleeps in
+ * poll() until a caller hands one over and wakes it through the pipe (only
+ * when it announced it went idle: no system call per collective).
+ *
  * The pipe is made once and kept for the life of the process: an installed
  * handler may run at any time, and must never write to a closed (or reused)
  * descriptor. */
@@ -33,6 +38,10 @@ static int quit;                 /* the thread should leave (atomic) */
 static pthread_t thread;
 static int handlerSet;           /* the signal handler was considered (lock) */
 static int pending;               /* a signal arrived (atomic: the handler may run on any thread) */
+static pthread_mutex_t pollLock = PTHREAD_MUTEX_INITIALIZER; /* the list below, and a poll of it */
+static struct gbTrace* polled;   /* rings with done flags (pollLock) */
+static int idle;                 /* the thread sleeps without a deadline (seq_cst) */
+#define POLL_MS 1
 
 static void onSignal(int sig) {
   (void)sig;
@@ -49,11 +58,47 @@ static void dumpOne(gbComm_t c, void* arg) {
   gbTraceDump(c, NULL, "signal", NULL, 0); /* a failure is logged where it is found */
 }
 
+/* Polls every ring with pending records; returns how many are pending. */
+static uint64_t pollRings(void) {
+  uint64_t left = 0;
+  pthread_mutex_lock(&pollLock);
+  for (struct gbTrace* t = polled; t; t = t->polledNext)
+    if (__atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0) left += gbTraceDonePoll(t, 0);
+  pthread_mutex_unlock(&pollLock);
+  return left;
+}
+
+static int anyPending(void) {
+  int any = 0;
+  pthread_mutex_lock(&pollLock);
+  for (struct gbTrace* t = polled; t && !any; t = t->polledNext)
+    any = __atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0;
+  pthread_mutex_unlock(&pollLock);
+  return any;
+}
+
+void gbTraceWatchWake(void) {
+  if (__atomic_load_n(&idle, __ATOMIC_SEQ_CST) && __atomic_exchange_n(&idle, 0, __ATOMIC_SEQ_CST)) {
+    ssize_t n = write(pipeFd[1], "w", 1); /* a full pipe already holds a wake-up */
+    (void)n;
+  }
+}
+
 static void* watchMain(void* arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "gb-trace"); /* for top -H and debuggers */
   struct pollfd p = {pipeFd[0], POLLIN, 0};
   while (!__atomic_load_n(&quit, __ATOMIC_ACQUIRE)) {
-    int n = poll(&p, 1, -1);
+    int timeout = POLL_MS;
+    if (pollRings() == 0) {
+      /* Idle, then look again: a caller raises its count before it looks
+       * at idle (both seq_cst), so either it wakes this thread or this look
+       * sees its record. */
+      __atomic_store_n(&idle, 1, __ATOMIC_SEQ_CST);
+      if (!anyPending()) timeout = -1;
+    }
+    int n = poll(&p, 1, timeout);
+    __atomic_store_n(&idle, 0, __ATOMIC_SEQ_CST);
     if (n < 0 && errno != EINTR) break;
     char drain[64];
     while (read(pipeFd[0], drain, sizeof(drain)) > 0) {
@@ -114,14 +159,30 @@ gbResult_t gbTraceWatchStart(gbComm_t c) {
     installHandler();
     users++;
     c->trace->watching = 1;
+    if (c->trace->doneFlags) {
+      pthread_mutex_lock(&pollLock);
+      c->trace->polledNext = polled;
+      polled = c->trace;
+      pthread_mutex_unlock(&pollLock);
+    }
   }
   pthread_mutex_unlock(&lock);
   return res;
 }
 
 void gbTraceWatchStop(gbComm_t c) {
-  if (!c->trace || !c->trace->watching) return;
-  c->trace->watching = 0;
+  struct gbTrace* t = c->trace;
+  if (!t || !t->watching) return;
+  t->watching = 0;
+  /* Out of the list under pollLock: a poll in progress ends first. */
+  pthread_mutex_lock(&pollLock);
+  for (struct gbTrace** p = &polled; *p; p = &(*p)->polledNext)
+    if (*p == t) {
+      *p = t->polledNext;
+      break;
+    }
+  t->polledNext = NULL;
+  pthread_mutex_unlock(&pollLock);
   pthread_mutex_lock(&lock);
   if (--users == 0 && running) {
     __atomic_store_n(&quit, 1, __ATOMIC_RELEASE);

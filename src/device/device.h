@@ -56,6 +56,14 @@ typedef struct gbDeviceOps {
   gbResult_t (*copyAsync)(void* dst, const void* src, size_t bytes, void* stream);
   /* The stream sets flag->value = value. */
   gbResult_t (*flagWrite)(gbFlag_t* flag, uint64_t value, void* stream);
+  /* For a flag array the stream writes often (the flight recorder's done
+   * flags): flagsMap looks up once the address at which streams reach
+   * flags[0] (flags from hostAlloc); flagWriteMapped is flagWrite without
+   * the lookup, mapped being flag's such address: the array's plus its index
+   * times sizeof(gbFlag_t). NULL where streams use host addresses (the host
+   * device): use flagWrite. */
+  gbResult_t (*flagsMap)(gbFlag_t* flags, void** mapped);
+  gbResult_t (*flagWriteMapped)(gbFlag_t* flag, void* mapped, uint64_t value, void* stream);
   /* The stream waits until flag->value >= value. On the host device a flag
    * error becomes the stream's error; a GPU sees only the value, so whoever
    * sets an error also releases the value. */

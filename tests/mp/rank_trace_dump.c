@@ -7,7 +7,9 @@
  *   api      calls 1..N-3 all-reduces, N-2 a 5000-element all-reduce (several
  *            chunks at GPUBRIDGE_CHUNK_BYTES=4K), N-1 a broadcast of 500 from
  *            rank 2, N an all-gather of 64; then one send/recv group (64
- *            floats to rank+1, from rank-1). It synchronizes, writes its dump
+ *            floats to rank+1, from rank-1). It synchronizes, waits until no
+ *            record is in flight (where records end by flag, the watcher
+ *            ends them within a poll of the stream's write), writes its dump
  *            with gbCommDumpTrace(comm, GPUBRIDGE_TRACE_DIR) and prints
  *            "dump PATH", then destroys the communicator.
  *   timeout  the victim makes calls 1..N-1 only, synchronizes, prints
@@ -66,6 +68,19 @@ static int haveDump(const char* dir, int rank) {
   return found;
 }
 
+/* Records end by flag a poll after the stream's write (GPUBRIDGE_TRACE_DONE=flag). */
+static void waitRecordsEnded(gbComm_t comm) {
+  gbCollRecord_t recs[16];
+  int count = -1;
+  double end = nowS() + 10;
+  while (gbCommGetInFlight(comm, recs, 16, &count) == gbSuccess && count > 0) {
+    if (nowS() > end) DIE("%d records still in flight 10 s after the stream synchronized", count);
+    struct timespec ts = {0, 1000 * 1000}; /* polling interval of a deadline-bounded wait */
+    nanosleep(&ts, NULL);
+  }
+  if (count != 0) DIE("gbCommGetInFlight: %s", gbGetLastError(comm));
+}
+
 static void apiMode(gbComm_t comm, void* stream, float* buf, int calls, int rank, int n) {
   for (int i = 1; i <= calls - 3; i++) CHECK_GB(gbAllReduce(buf, buf, 1000 + (size_t)i, gbFloat32, gbSum, comm, stream));
   CHECK_GB(gbAllReduce(buf, buf, 5000, gbFloat32, gbSum, comm, stream));
@@ -76,6 +91,7 @@ static void apiMode(gbComm_t comm, void* stream, float* buf, int calls, int rank
   CHECK_GB(gbRecv(buf + 16384, 64, gbFloat32, (rank + n - 1) % n, comm, stream));
   CHECK_GB(gbGroupEnd());
   CHECK_GB(finish(comm, stream));
+  waitRecordsEnded(comm);
   char path[4096];
   CHECK_GB(gbCommDumpTrace(comm, NULL, path, sizeof(path)));
   printf("dump %s\n", path);

@@ -7,7 +7,14 @@
  * records (GPUBRIDGE_TRACE_BUFFER rounded up to a power of two); a dump
  * goes where asked with the documented name and no temporary file left, an
  * unwritable place gives an error that says what to do; the phase names;
- * GPUBRIDGE_TRACE_BUFFER=0 turns it all off. */
+ * GPUBRIDGE_TRACE_BUFFER=0 turns it all off.
+ *
+ * All of it runs three times, once per GPUBRIDGE_TRACE_DONE: auto and
+ * marker (on the host device the stream's end marker is the done writer, so
+ * a record is done when gbStreamSynchronize returns) and flag (the path of
+ * GPUs: the stream writes a done flag and the watcher thread ends the record
+ * within a poll, with GB_RECORD_DEVICE_DONE; the test waits for that with a
+ * deadline). */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/param.h"
 #include "check.h"
 #include "device/device.h"
@@ -36,12 +44,13 @@ static void observe(gbComm_t comm, const gbCollRecord_t* r, void* arg) {
   (void)comm;
   seen_t* s = arg;
   if (pthread_equal(pthread_self(), s->caller)) s->onCaller++;
-  if (s->calls < MAXREC) {
-    s->seqs[s->calls] = r->seq;
-    s->states[s->calls] = r->state;
-    s->counts[s->calls] = r->count;
+  int n = s->calls; /* one observer call at a time: the calls of one stream, or the watcher's */
+  if (n < MAXREC) {
+    s->seqs[n] = r->seq;
+    s->states[n] = r->state;
+    s->counts[n] = r->count;
   }
-  s->calls++;
+  __atomic_store_n(&s->calls, n + 1, __ATOMIC_RELEASE);
 }
 
 /* A stream task that holds the stream until released. */
@@ -53,6 +62,32 @@ static gbResult_t holdStream(void* arg) {
     nanosleep(&ts, NULL);
   }
   return gbSuccess;
+}
+
+static int byFlag; /* this round's records end by flag (GPUBRIDGE_TRACE_DONE=flag) */
+
+/* Flag mode: waits (deadline) until inFlight records are left; marker mode
+ * needs no wait, the end marker ran before the synchronize returned. */
+static void settle(gbComm_t comm, int inFlight) {
+  if (!byFlag) return;
+  gbCollRecord_t recs[MAXREC];
+  int count = -1;
+  gbDeadline_t until = gbDeadlineIn(10.0);
+  while (gbCommGetInFlight(comm, recs, MAXREC, &count) == gbSuccess && count > inFlight && !gbDeadlinePassed(until)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(count == inFlight, "flag mode: %d records in flight after 10 s, not %d", count, inFlight);
+}
+
+/* A record's state is published before its observer call: flag mode waits
+ * (deadline) for n calls of the watcher's. */
+static void settleObserver(seen_t* s, int n) {
+  gbDeadline_t until = gbDeadlineIn(10.0);
+  while (byFlag && __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE) < n && !gbDeadlinePassed(until)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 static gbComm_t initOne(void) {
@@ -79,8 +114,11 @@ static void recordsAndObserver(gbComm_t comm, void* stream, float* buf) {
   const int n = 5;
   CHECK(allReduces(comm, stream, n, 10, buf), "all-reduces: %s", gbGetLastError(comm));
   CHECK(gbStreamSynchronize(stream) == gbSuccess, "synchronize: %s", gbGetLastError(comm));
+  settle(comm, 0);
+  settleObserver(&seen, n);
   CHECK(seen.calls == n, "observer called %d times, not %d", seen.calls, n);
-  CHECK(seen.onCaller == 0, "observer ran %d times on the calling thread (it runs on the stream's)", seen.onCaller);
+  CHECK(seen.onCaller == 0, "observer ran %d times on the calling thread (it runs on the stream's or the watcher's)",
+        seen.onCaller);
   for (int i = 0; i < n && i < seen.calls; i++)
     CHECK(seen.seqs[i] == (uint64_t)i + 1 && seen.states[i] == gbRecordDone && seen.counts[i] == 10 + (uint64_t)i,
           "observer call %d: seq %llu state %d count %llu", i, (unsigned long long)seen.seqs[i], seen.states[i],
@@ -98,6 +136,8 @@ static void recordsAndObserver(gbComm_t comm, void* stream, float* buf) {
     CHECK(r->coll == gbCollAllReduce && r->dtype == gbFloat32 && r->op == gbSum && r->root == -1 && r->peer == -1,
           "record %d: coll %d dtype %d op %d root %d peer %d", i, r->coll, r->dtype, r->op, r->root, r->peer);
     CHECK(r->state == gbRecordDone && r->result == gbSuccess, "record %d: state %d result %d", i, r->state, r->result);
+    CHECK(!!(r->flags & GB_RECORD_DEVICE_DONE) == byFlag, "record %d: flags %d: GB_RECORD_DEVICE_DONE %s", i, r->flags,
+          byFlag ? "missing (ended by flag)" : "set (ended by the marker)");
     CHECK(r->policy == gbPolicyNative && r->nchunks == 0 && !(r->flags & GB_RECORD_HAS_HOST_STEP),
           "record %d: one rank runs native without host steps: policy %d nchunks %d flags %d", i, r->policy,
           r->nchunks, r->flags);
@@ -129,6 +169,7 @@ static void recordsAndObserver(gbComm_t comm, void* stream, float* buf) {
   CHECK(gbCommSetObserver(comm, NULL, NULL) == gbSuccess, "remove observer: %s", gbGetLastError(comm));
   CHECK(allReduces(comm, stream, 1, 10, buf) && gbStreamSynchronize(stream) == gbSuccess, "all-reduce: %s",
         gbGetLastError(comm));
+  settle(comm, 0);
   CHECK(seen.calls == n, "observer called %d times after its removal (%d before)", seen.calls, n);
 }
 
@@ -157,6 +198,7 @@ static void inFlight(gbComm_t comm, void* stream, float* buf) {
         (unsigned long long)k.enqueued, (unsigned long long)k.completed);
   __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
   CHECK(gbStreamSynchronize(stream) == gbSuccess, "synchronize: %s", gbGetLastError(comm));
+  settle(comm, 0);
   CHECK(gbCommGetInFlight(comm, recs, MAXREC, &count) == gbSuccess && count == 0, "in flight after release: %d",
         count);
   CHECK(gbCommGetCounters(comm, &k) == gbSuccess && k.completed == 14, "completed %llu, not 14 (2 unrecorded)",
@@ -165,6 +207,7 @@ static void inFlight(gbComm_t comm, void* stream, float* buf) {
    * the 2 unrecorded calls (seqs 15, 16), seqs 17..19. */
   CHECK(allReduces(comm, stream, 3, 1, buf) && gbStreamSynchronize(stream) == gbSuccess, "all-reduces: %s",
         gbGetLastError(comm));
+  settle(comm, 0);
   CHECK(gbCommGetRecords(comm, recs, MAXREC, &count) == gbSuccess && count == 8, "records after wrap: %d", count);
   static const uint64_t want[8] = {10, 11, 12, 13, 14, 17, 18, 19};
   for (int i = 0; i < count && i < 8; i++)
@@ -178,6 +221,7 @@ static void otherCalls(gbComm_t comm, void* stream, float* buf) {
   CHECK(gbBroadcast(buf, buf, 7, gbFloat32, 0, comm, stream) == gbSuccess && gbBarrier(comm, stream) == gbSuccess &&
             gbStreamSynchronize(stream) == gbSuccess,
         "broadcast and barrier: %s", gbGetLastError(comm));
+  settle(comm, 0);
   CHECK(gbCommGetRecords(comm, r, 2, &count) == gbSuccess && count == 2, "records: %d", count);
   CHECK(r[0].coll == gbCollBroadcast && r[0].root == 0 && r[0].op == -1 && r[0].count == 7, "broadcast: %d %d %d %llu",
         r[0].coll, r[0].root, r[0].op, (unsigned long long)r[0].count);
@@ -274,18 +318,26 @@ int main(void) {
   setenv("GPUBRIDGE_DEVICE_BACKEND", "host", 1);
   unsetenv("GPUBRIDGE_VENDOR");
   unsetenv("GPUBRIDGE_TRACE_DIR");
-  setenv("GPUBRIDGE_TRACE_BUFFER", "5", 1); /* rounded up to 8 */
   void* stream = NULL;
   if (gbStreamCreate(&stream) != gbSuccess) return printf("FAIL: gbStreamCreate: %s\n", gbGetLastError(NULL)), 1;
   static float buf[64];
-  gbComm_t comm = initOne();
-  recordsAndObserver(comm, stream, buf);
-  inFlight(comm, stream, buf);
-  otherCalls(comm, stream, buf);
-  dumps(comm);
+  static const char* const modes[] = {"auto", "marker", "flag"};
+  for (int m = 0; m < 3; m++) {
+    setenv("GPUBRIDGE_TRACE_DONE", modes[m], 1);
+    setenv("GPUBRIDGE_TRACE_BUFFER", "5", 1); /* rounded up to 8 */
+    gbParamReset();
+    byFlag = strcmp(modes[m], "flag") == 0; /* auto: the host device runs host functions: marker */
+    int before = failures;
+    gbComm_t comm = initOne();
+    recordsAndObserver(comm, stream, buf);
+    inFlight(comm, stream, buf);
+    otherCalls(comm, stream, buf);
+    dumps(comm);
+    CHECK(gbCommDestroy(comm) == gbSuccess, "destroy: %s", gbGetLastError(NULL));
+    off(stream, buf);
+    printf("GPUBRIDGE_TRACE_DONE=%s: %s\n", modes[m], failures == before ? "ok" : "FAILED");
+  }
   phases();
-  CHECK(gbCommDestroy(comm) == gbSuccess, "destroy: %s", gbGetLastError(NULL));
-  off(stream, buf);
   gbStreamDestroy(stream);
   if (failures) {
     fprintf(stderr, "%d failure(s)\n", failures);

@@ -80,16 +80,16 @@ static gbResult_t launchHost(const gbGpuRuntime_t* rt, gbGpuHostFn_t fn, gbFlag_
 
 /* ------------------------------------------------------------------ ops */
 
-/* Both ops: the stream's memory op for the runtime's mode, or a host function. */
-static gbResult_t flagOp(gbFlag_t* flag, uint64_t value, void* stream, int isWait) {
+/* Both ops: the stream's memory op for the runtime's mode, or a host
+ * function. addr: the device address of flag->value, NULL to look it up. */
+static gbResult_t flagOp(gbFlag_t* flag, void* addr, uint64_t value, void* stream, int isWait) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   const char* what = isWait ? "wait" : "write";
   GB_CHECK(gbGpuMakeCurrent(rt));
   if (rt->flagMode == GB_GPU_FLAGS_HOSTFN)
     return launchHost(rt, isWait ? hostWait : hostWrite, flag, value, stream, what);
   if (rt->flagMode == GB_GPU_FLAGS_MEMOPS32) GB_CHECK(check32(value, what));
-  void* addr = NULL;
-  GB_CHECK(valueAddress(rt, flag, &addr));
+  if (addr == NULL) GB_CHECK(valueAddress(rt, flag, &addr));
   int bits = (int)rt->flagMode;
   int r = isWait ? rt->waitValue(stream, addr, value, bits) : rt->writeValue(stream, addr, value, bits);
   if (r != GB_GPU_SUCCESS)
@@ -100,11 +100,27 @@ static gbResult_t flagOp(gbFlag_t* flag, uint64_t value, void* stream, int isWai
 
 gbResult_t gbGpuFlagWrite(gbFlag_t* flag, uint64_t value, void* stream) {
   if (flag == NULL) return gbErrorSet(gbInvalidArgument, "flag write: the flag is NULL");
-  return flagOp(flag, value, stream, 0);
+  return flagOp(flag, NULL, value, stream, 0);
 }
 
 gbResult_t gbGpuFlagWait(gbFlag_t* flag, uint64_t value, void* stream) {
   if (flag == NULL) return gbErrorSet(gbInvalidArgument, "flag wait: the flag is NULL");
   if (value == 0) return gbSuccess; /* every flag starts at 0 and only grows */
-  return flagOp(flag, value, stream, 1);
+  return flagOp(flag, NULL, value, stream, 1);
+}
+
+/* The device address of flags[0].value; flags[i].value's is i flags further
+ * (a mapped allocation is one contiguous range on the device too). */
+gbResult_t gbGpuFlagsMap(gbFlag_t* flags, void** mapped) {
+  if (flags == NULL || mapped == NULL)
+    return gbErrorSet(gbInvalidArgument, "flag map: the flags or the output pointer is NULL");
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  return valueAddress(rt, flags, mapped);
+}
+
+gbResult_t gbGpuFlagWriteMapped(gbFlag_t* flag, void* mapped, uint64_t value, void* stream) {
+  if (flag == NULL || mapped == NULL)
+    return gbErrorSet(gbInvalidArgument, "flag write: the flag or its device address is NULL");
+  return flagOp(flag, mapped, value, stream, 0);
 }

@@ -159,6 +159,8 @@ void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops) {
   ops->copyAsync = copyAsync;
   ops->flagWrite = gbGpuFlagWrite;
   ops->flagWait = gbGpuFlagWait;
+  ops->flagsMap = gbGpuFlagsMap;
+  ops->flagWriteMapped = gbGpuFlagWriteMapped;
   ops->launchHostFn = NULL; /* island work on a GPU is the vendor library's */
   ops->deviceSynchronize = deviceSynchronize;
   ops->identify = NULL;

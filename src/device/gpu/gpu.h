@@ -96,6 +96,8 @@ const gbGpuRuntime_t* gbGpuActive(void);
 /* Flag ops over the runtime gbGpuOpsFill chose (flag.c). */
 gbResult_t gbGpuFlagWrite(gbFlag_t* flag, uint64_t value, void* stream);
 gbResult_t gbGpuFlagWait(gbFlag_t* flag, uint64_t value, void* stream);
+gbResult_t gbGpuFlagsMap(gbFlag_t* flags, void** mapped);
+gbResult_t gbGpuFlagWriteMapped(gbFlag_t* flag, void* mapped, uint64_t value, void* stream);
 /* "64-bit stream memory ops", ...: for the open line in the log. */
 const char* gbGpuFlagModeName(gbGpuFlagMode_t mode);
 

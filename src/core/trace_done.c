@@ -1,0 +1,138 @@
+/* Records that end by a done flag: on a device without host functions on
+ * streams (a GPU), or with GPUBRIDGE_TRACE_DONE=flag, the last stream work
+ * of a recorded call is a write of the entry's flag in host-mapped memory,
+ * in stream order like the staging flags. The watcher thread
+ * (trace_watch.c) polls the flags of handed records and is the done writer
+ * (gbTraceFinish, with GB_RECORD_DEVICE_DONE: done is when it looked).
+ *
+ * Entry k's flag is doneFlags[k]. Its value is the entry's use, id >> shift
+ * (id / cap) plus 1: it grows by one each time the entry is reused, which
+ * happens only after the previous record ended, so a value that reaches a
+ * record's use was written by that record's stream. Uses stay below 2^32
+ * long after ids would pass it (GPUs with 32-bit stream memory ops only).
+ *
+ * Who ends a handed record: the watcher, while it polls the ring; teardown,
+ * once the watcher stopped polling it and the streams drained (final). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+#include "core/comm.h"
+#include "core/trace.h"
+
+static uint64_t useOf(const struct gbTrace* t, uint64_t id) { return (id >> t->shift) + 1; }
+
+gbResult_t gbTraceDoneCreate(gbComm_t c) {
+  struct gbTrace* t = c->trace;
+  int mode = (int)gbParamInt(GB_PARAM_TRACE_DONE);
+  int hostFns = c->dev->launchHostFn != NULL;
+  if (mode == GB_TRACE_DONE_MARKER && !hostFns) {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      GB_WARN("GPUBRIDGE_TRACE_DONE=marker: this device (%s) runs no host functions on streams, so the flight "
+              "recorder ends records by flag instead; set GPUBRIDGE_TRACE_DONE=auto to silence this",
+              c->dev->name);
+  }
+  if (mode == GB_TRACE_DONE_MARKER && hostFns) return gbSuccess;
+  if (mode == GB_TRACE_DONE_AUTO && hostFns) return gbSuccess;
+  size_t bytes = (size_t)t->cap * sizeof(gbFlag_t);
+  gbResult_t res = c->dev->hostAlloc((void**)&t->doneFlags, bytes);
+  if (res != gbSuccess) {
+    t->doneFlags = NULL;
+    return gbErrorSet(res, "flight recorder: no mapped host memory for its %llu done flags (%zu KiB): %s; lower "
+                      "GPUBRIDGE_TRACE_BUFFER or set it to 0", (unsigned long long)t->cap, bytes / 1024,
+                      gbErrorLast());
+  }
+  gbCommFlagsInit(c, t->doneFlags, (size_t)t->cap);
+  t->doneMapped = t->doneFlags;
+  if (c->dev->flagsMap && (res = c->dev->flagsMap(t->doneFlags, &t->doneMapped)) != gbSuccess) {
+    c->dev->hostFree(t->doneFlags);
+    t->doneFlags = NULL;
+    return res;
+  }
+  GB_INFO(GB_LOG_INIT, "flight recorder: a call is done when the stream writes its done flag (%s device; "
+                       "looked at every 1 ms while calls are in flight)", c->dev->name);
+  return gbSuccess;
+}
+
+void gbTraceDoneDestroy(gbComm_t c) {
+  struct gbTrace* t = c->trace;
+  if (!t || !t->doneFlags) return;
+  c->dev->hostFree(t->doneFlags);
+  t->doneFlags = NULL;
+  t->doneMapped = NULL;
+}
+
+gbResult_t gbTraceDonePost(gbTraceEntry_t* e, void* stream) {
+  gbComm_t c = e->comm;
+  struct gbTrace* t = c->trace;
+  uint64_t k = e->id & t->mask;
+  uint64_t use = useOf(t, e->id);
+  gbResult_t res =
+      c->dev->flagWriteMapped
+          ? c->dev->flagWriteMapped(&t->doneFlags[k], (char*)t->doneMapped + k * sizeof(gbFlag_t), use, stream)
+          : c->dev->flagWrite(&t->doneFlags[k], use, stream);
+  if (res != gbSuccess) {
+    gbTraceFinish(e, gbRecordFailed, res, 0);
+    return res;
+  }
+  /* Counted before it is handed over, so the watcher never counts it out
+   * first; seq_cst, against the watcher's look before it goes idle. */
+  __atomic_add_fetch(&t->flagsPending, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&e->byFlag, 1u, __ATOMIC_RELEASE);
+  gbTraceWatchWake();
+  return gbSuccess;
+}
+
+/* Ends handed record e (number id) when its flag tells: 1 when it did. */
+static int endOne(struct gbTrace* t, gbTraceEntry_t* e, uint64_t id, int failed) {
+  gbFlag_t* f = &t->doneFlags[id & t->mask];
+  if (__atomic_load_n(&f->value, __ATOMIC_ACQUIRE) >= useOf(t, id)) {
+    gbTraceFinish(e, gbRecordDone, gbSuccess, GB_RECORD_DEVICE_DONE);
+    return 1;
+  }
+  /* The host device's stream dropped the write after an error: as the
+   * marker's drop. The error goes before the entry can be reused. */
+  if (__atomic_load_n(&f->error, __ATOMIC_ACQUIRE) != 0) {
+    __atomic_store_n(&f->error, 0, __ATOMIC_RELAXED);
+    gbTraceFinishDropped(e, GB_RECORD_DEVICE_DONE);
+    return 1;
+  }
+  /* A failed communicator's streams may never get there (a GPU stuck in a
+   * vendor kernel): they end failed, once its dump showed them in flight. */
+  if (failed) {
+    gbTraceFinishDropped(e, 0);
+    return 1;
+  }
+  return 0;
+}
+
+uint64_t gbTraceDonePoll(struct gbTrace* t, int final) {
+  int failed = final || __atomic_load_n(&t->failSettled, __ATOMIC_ACQUIRE);
+  /* Acquire: every record up to next is completely taken. */
+  uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+  uint64_t lo = next >= t->cap ? next - t->cap + 1 : 1; /* older entries were reused, so had ended */
+  uint64_t id = t->scanFrom > lo ? t->scanFrom : lo;
+  int settled = 1; /* every record below id has ended */
+  uint64_t ended = 0;
+  for (; id <= next; id++) {
+    gbTraceEntry_t* e = &t->e[id & t->mask];
+    /* State and byFlag first, then id: an id still equal means both are
+     * this record's (a reuse stores id before them). */
+    int state = __atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE);
+    uint32_t handed = __atomic_load_n(&e->byFlag, __ATOMIC_ACQUIRE);
+    uint64_t held = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+    int over;
+    if (held > id) over = 1; /* reused: this one ended */
+    else if (held != id) over = 0; /* given back (gbTraceCancel) and maybe taken again */
+    else if (state == gbRecordDone || state == gbRecordFailed) over = 1;
+    else if (state == gbRecordInFlight && handed && endOne(t, e, id, failed)) over = 1, ended++;
+    else over = 0; /* in flight: not handed yet (being enqueued) or its flag not come */
+    if (!over) settled = 0;
+    else if (settled) t->scanFrom = id + 1;
+  }
+  if (ended) __atomic_sub_fetch(&t->flagsPending, ended, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST);
+}
