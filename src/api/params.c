@@ -17,37 +17,6 @@ static char errorText[GB_PARAM_COUNT][ERROR_LEN];
 /* Values never shown: they hold the job secret. */
 static int isSecret(gbParamId_t id) { return id == GB_PARAM_JOB_SECRET || id == GB_PARAM_UNIQUE_ID; }
 
-/* 1048576 -> "1M", 4096 -> "4K", 1000 -> "1000" (1024-based, as the parser reads them). */
-static void formatSize(int64_t v, char* buf, size_t len) {
-  static const struct { int shift; const char* suffix; } units[] = {{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}};
-  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-    int64_t unit = (int64_t)1 << units[i].shift;
-    if (v != 0 && v % unit == 0) {
-      snprintf(buf, len, "%lld%s", (long long)(v / unit), units[i].suffix);
-      return;
-    }
-  }
-  snprintf(buf, len, "%lld", (long long)v);
-}
-
-/* "int 1..86400", "size 4K..1G", "enum: auto, hierarchical, ...", "string". */
-static void describeType(const gbParamDesc_t* d, char* buf, size_t len) {
-  char lo[32], hi[32];
-  if (d->type == GB_PARAM_INT) {
-    snprintf(buf, len, "int %lld..%lld", (long long)d->min, (long long)d->max);
-  } else if (d->type == GB_PARAM_SIZE) {
-    formatSize(d->min, lo, sizeof(lo));
-    formatSize(d->max, hi, sizeof(hi));
-    snprintf(buf, len, "size %s..%s", lo, hi);
-  } else if (d->type == GB_PARAM_ENUM) {
-    size_t o = (size_t)snprintf(buf, len, "enum: ");
-    for (int k = 0; d->choices && d->choices[k] && o < len; k++)
-      o += (size_t)snprintf(buf + o, len - o, "%s%s", k ? ", " : "", d->choices[k]);
-  } else {
-    snprintf(buf, len, "string");
-  }
-}
-
 /* The line of the error text that names the variable: "NAME=...", "NAME ...", "NAME: ...". */
 static void findError(const char* errors, const char* name, char* out, size_t len) {
   size_t n = strlen(name);
@@ -67,7 +36,7 @@ static void describeAll(void) {
   const char* errors = gbParamErrors();
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
-    describeType(d, typeText[i], TYPE_LEN);
+    gbParamDescribeType(d, typeText[i], TYPE_LEN);
     findError(errors, d->name, errorText[i], ERROR_LEN);
   }
 }

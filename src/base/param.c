@@ -534,8 +534,7 @@ const char* gbParamErrors(void) {
   return errors ? errors : "";
 }
 
-/* "int 1..86400", "size 4K..1G", "one of auto, hierarchical, ...", "string". */
-static void describeType(const gbParamDesc_t* d, char* buf, size_t len) {
+void gbParamDescribeType(const gbParamDesc_t* d, char* buf, size_t len) {
   char lo[32], hi[32];
   if (d->type == GB_PARAM_INT) {
     snprintf(buf, len, "int %lld..%lld", (long long)d->min, (long long)d->max);
@@ -545,7 +544,7 @@ static void describeType(const gbParamDesc_t* d, char* buf, size_t len) {
     snprintf(buf, len, "size %s..%s", lo, hi);
   } else if (d->type == GB_PARAM_ENUM) {
     size_t o = (size_t)snprintf(buf, len, "enum: ");
-    for (int k = 0; d->choices[k] && o < len; k++)
+    for (int k = 0; d->choices && d->choices[k] && o < len; k++)
       o += (size_t)snprintf(buf + o, len - o, "%s%s", k ? ", " : "", d->choices[k]);
   } else {
     snprintf(buf, len, "string");
@@ -561,7 +560,7 @@ void gbParamPrintTable(void* file, int markdown) {
     fprintf(f, "|---|---|---|---|---|\n");
     for (int i = 0; i < GB_PARAM_COUNT; i++) {
       const gbParamDesc_t* d = &table[i];
-      describeType(d, type, sizeof(type));
+      gbParamDescribeType(d, type, sizeof(type));
       fprintf(f, "| `%s` | %s | %s%s%s | %s | %s |\n", d->name, type, d->defaultText[0] ? "`" : "",
               d->defaultText[0] ? d->defaultText : "(empty)", d->defaultText[0] ? "`" : "",
               d->mustAgree ? "yes" : "no", d->doc);
@@ -571,7 +570,7 @@ void gbParamPrintTable(void* file, int markdown) {
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = &table[i];
     const paramState_t* s = &state[i];
-    describeType(d, type, sizeof(type));
+    gbParamDescribeType(d, type, sizeof(type));
     const char* current = !s->set ? "(default)" : isSecret((gbParamId_t)i) ? "(set, not shown)"
                           : s->text ? s->text : "(from GPUBRIDGE_VENDORS)";
     fprintf(f, "%-26s = %s%s%s\n", d->name, current, s->set && !s->valid ? "  (INVALID: the default is used)" : "",

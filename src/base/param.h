@@ -111,6 +111,8 @@ int gbParamVendorsLabel(const char* spec, int rank, char label[GB_PARAM_VENDOR_L
 
 /* Writes the table (name, type, default, current value, doc) as text, or as a
  * Markdown table when markdown != 0. */
+/* "int 1..86400", "size 4K..1G", "enum: auto, hierarchical, ...", "string". */
+void gbParamDescribeType(const gbParamDesc_t* d, char* buf, size_t len);
 void gbParamPrintTable(void* file /* FILE* */, int markdown);
 
 #endif
