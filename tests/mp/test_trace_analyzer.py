@@ -39,6 +39,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import trials  # noqa: E402
 
 GB_TIMEOUT, GB_REMOTE, GB_USAGE = 8, 6, 5
 NAMES = {GB_TIMEOUT: "gbTimeout", GB_REMOTE: "gbRemoteError", GB_USAGE: "gbInvalidUsage"}
@@ -49,22 +50,6 @@ MONO0 = 5000000000
 
 def info():
     return os.path.join(harness.BUILD_DIR, "bin", "gpubridge-info")
-
-
-def ranks_text(ranks):
-    """'rank 2' / 'ranks 0,1,3' / 'ranks 1-3': runs of three or more as ranges."""
-    ranks = sorted(ranks)
-    parts, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append("%d-%d" % (ranks[i], ranks[j]))
-        else:
-            parts.extend(str(r) for r in ranks[i:j + 1])
-        i = j + 1
-    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(parts)
 
 
 def islands(vendors):
@@ -192,7 +177,7 @@ def case_stop(d):
         write(d, rank_dump(ID, r, VENDORS, calls, 4, "bridge" if r in (0, 3) else "island",
                            error=error(GB_TIMEOUT, victim, seen, at, stall_text(r, victim))))
     return ("verdict: rank 2 (island amd) stopped responding during collective #5 (all_reduce): it left no "
-            "trace and %s timed out waiting for it" % ranks_text([0, 1, 3]))
+            "trace and %s timed out waiting for it" % trials.ranks_text([0, 1, 3]))
 
 
 def case_kill(d):
@@ -247,7 +232,7 @@ def case_skip_last(d):
                                error=error(GB_TIMEOUT, victim, r, r, "call check: rank 0 sent no description of "
                                            "collective #8 within 3 s")))
     return ("verdict: rank 0 (island nvidia) never called collective #8 (all_reduce): it finished #7 and made no "
-            "further call while %s wait inside #8" % ranks_text([1, 2, 3]))
+            "further call while %s wait inside #8" % trials.ranks_text([1, 2, 3]))
 
 
 def case_count(d):
@@ -259,7 +244,7 @@ def case_count(d):
         text = "call check: collective #5 differs: rank 2 called count 502, ranks 0,1,3 count 1005"
         write(d, rank_dump(ID, r, VENDORS, calls, 4, failed=True, error=error(GB_USAGE, r, r, r, text)))
     return ("verdict: rank 2 (island amd) called collective #5 with count 502 where %s used count 1005 "
-            "(all_reduce, float32)" % ranks_text([0, 1, 3]))
+            "(all_reduce, float32)" % trials.ranks_text([0, 1, 3]))
 
 
 def case_tie(d):
@@ -270,7 +255,7 @@ def case_tie(d):
         write(d, rank_dump(ID, r, VENDORS, calls, 4, failed=True,
                            error=error(GB_USAGE, r, r, r, "call check: collective #5 differs")))
     return ("verdict: %s and %s disagree on collective #5: count 1005 against count 2010 (all_reduce)"
-            % (ranks_text([0, 1]), ranks_text([2, 3])))
+            % (trials.ranks_text([0, 1]), trials.ranks_text([2, 3])))
 
 
 def case_extra(d):
@@ -298,7 +283,7 @@ def case_continued(d):
         err = None if r == victim else error(GB_TIMEOUT, victim, r, r, stall_text(r, victim))
         write(d, rank_dump(ID, r, VENDORS, calls, 4, "island", error=err))
     return ("verdict: rank 3 (island amd) stopped responding during collective #5 (all_reduce): %s timed out "
-            "waiting for it" % ranks_text([0, 1, 2]))
+            "waiting for it" % trials.ranks_text([0, 1, 2]))
 
 
 def case_p2p(d):
@@ -378,7 +363,7 @@ def case_corrupt(suite):
             f.write("[1, 2,,]")
         p = analyze(d)
         want = ("verdict: rank 2 (island amd) stopped responding during collective #5 (all_reduce): it left no "
-                "trace and %s timed out waiting for it" % ranks_text([0, 1]))
+                "trace and %s timed out waiting for it" % trials.ranks_text([0, 1]))
         out = p.stdout.splitlines()
         detail = "exit %d\n%s%s" % (p.returncode, p.stdout, p.stderr)
         suite.check(p.returncode == 0 and last_line(p.stdout) == want, "corrupt: the verdict still names rank 2",

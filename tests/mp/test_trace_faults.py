@@ -46,24 +46,11 @@ JOBS = [("stop", "on", 2), ("stop", "off", 1),
         ("count", "on", 2), ("count", "off", 1)]
 
 
-def ranks_text(ranks):
-    """'rank 2' / 'ranks 0,1,3' / 'ranks 1-3' (runs of three or more as ranges)."""
-    ranks = sorted(ranks)
-    parts, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        parts += ["%d-%d" % (ranks[i], ranks[j])] if j - i >= 2 else [str(r) for r in ranks[i:j + 1]]
-        i = j + 1
-    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(parts)
-
-
 def expected(scenario, victim):
     """The verdict line (or, where the ranks' own errors decide a list, its
     fixed beginning, ending in '...') computed from the scenario."""
     who = "verdict: rank %d (island %s) " % (victim, ISLAND[victim])
-    others = ranks_text([r for r in range(N) if r != victim])
+    others = trials.ranks_text([r for r in range(N) if r != victim])
     if scenario == "stop":
         # which ranks "timed out waiting for it" depends on whose error named it
         return who + "stopped responding during collective #%d (all_reduce): it left no trace and ..." % AT
@@ -151,11 +138,11 @@ def run_job(suite, scenario, check, victim):
     got = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     want = expected(scenario, victim)
     print("%s: rc %s, %.1f s, first dump after %.1f s, signalled %s\n%s" % (
-        name, res.rc, res.elapsed, t_first - job.t0, ranks_text(signalled) if signalled else "none",
+        name, res.rc, res.elapsed, t_first - job.t0, trials.ranks_text(signalled) if signalled else "none",
         "\n".join("  | " + l for l in p.stdout.splitlines())), flush=True)
     detail = "job:\n%s\nanalyzer exit %d\n%s%s" % (res.tail(40), p.returncode, p.stdout, p.stderr)
     suite.check(sorted(have) == dumpers, "%s: %s dumped%s" % (
-        name, ranks_text(dumpers), ", the victim did not" if gone else ""), "dumps: %s\n%s" % (files, detail))
+        name, trials.ranks_text(dumpers), ", the victim did not" if gone else ""), "dumps: %s\n%s" % (files, detail))
     suite.check(p.returncode == 0 and matches(got, want), "%s: the verdict names rank %d" % (name, victim),
                 "want: %s\ngot:  %s\n%s" % (want, got, detail))
     lines = res.lines()

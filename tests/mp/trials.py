@@ -160,3 +160,17 @@ def until(deadline_s, cond, interval=0.01):
 
 def now():
     return time.monotonic()
+
+
+def ranks_text(ranks):
+    """'rank 2' / 'ranks 0,1,3' / 'ranks 1-3': runs of three or more as
+    ranges, as gpubridge-info --trace writes rank lists."""
+    ranks = sorted(ranks)
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts += ["%d-%d" % (ranks[i], ranks[j])] if j - i >= 2 else [str(r) for r in ranks[i:j + 1]]
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(parts)
