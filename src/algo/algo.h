@@ -43,6 +43,12 @@ typedef struct {
   size_t bytes;
 } gbAlgoP2p_t;
 
+/* Whether an all-reduce of bytes over g folds in the ring's order (else in
+ * the exchange's, which a ring of two members gives too). */
+static inline int gbAlgoFoldsRing(const gbAlgoGroup_t* g, size_t bytes) {
+  return g->n >= 3 && bytes >= g->ringMinBytes;
+}
+
 /* recv = op over members of send (send may equal recv). op: sum, prod, max,
  * min (pass avg as sum with divisor). */
 gbResult_t gbAlgoAllReduce(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,

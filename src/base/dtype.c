@@ -185,6 +185,50 @@ void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRe
   gbReduceTo(acc, acc, in, count, dt, op);
 }
 
+/* Elements [begin, begin + len) of the fold, starting at member first.
+ * Straight into dst unless dst is a source folded third or later (it would
+ * be overwritten before it is read); then in blocks that fit on the stack,
+ * every source of a block read before the block is written. */
+#define ORDERED_BLOCK 2048
+static void foldInto(char* acc, const void* const* src, int n, int first, size_t off, size_t m, gbDataType_t dt,
+                     gbRedOp_t op, int divisor) {
+  const char* x0 = (const char*)src[first] + off;
+  if (n == 1) memmove(acc, x0, m * gbDtypeSize(dt));
+  else gbReduceTo(acc, x0, (const char*)src[(first + 1) % n] + off, m, dt, op);
+  for (int s = 2; s < n; s++) gbReduceInto(acc, (const char*)src[(first + s) % n] + off, m, dt, op);
+  if (divisor > 0) gbDivideBy(acc, m, dt, divisor);
+}
+
+static void foldRange(char* dst, const void* const* src, int n, int first, size_t begin, size_t len, size_t es,
+                      gbDataType_t dt, gbRedOp_t op, int divisor) {
+  int direct = 1;
+  for (int s = 2; s < n; s++) direct &= src[(first + s) % n] != dst;
+  if (direct) {
+    foldInto(dst + begin * es, src, n, first, begin * es, len, dt, op, divisor);
+    return;
+  }
+  _Alignas(16) char acc[ORDERED_BLOCK * 8];
+  for (size_t b = 0; b < len; b += ORDERED_BLOCK) {
+    size_t m = len - b < ORDERED_BLOCK ? len - b : ORDERED_BLOCK;
+    foldInto(acc, src, n, first, (begin + b) * es, m, dt, op, divisor);
+    memcpy(dst + (begin + b) * es, acc, m * es);
+  }
+}
+
+void gbReduceOrdered(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, gbRedOp_t op,
+                     int divisor, int ring) {
+  size_t es = gbDtypeSize(dt);
+  if (n < 1 || es == 0 || count == 0) return;
+  if (!ring || n < 3) {
+    foldRange(dst, src, n, 0, 0, count, es, dt, op, divisor);
+    return;
+  }
+  for (int j = 0; j < n; j++) {
+    size_t b = count * (size_t)j / (size_t)n, e = count * (size_t)(j + 1) / (size_t)n;
+    foldRange(dst, src, n, (j + 1) % n, b, e - b, es, dt, op, divisor);
+  }
+}
+
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
   size_t i;
   switch (dt) {

@@ -23,6 +23,16 @@ void gbReduceInto(void* acc, const void* in, size_t count, gbDataType_t dt, gbRe
  * (or neither), never a partial overlap. */
 void gbReduceTo(void* dst, const void* left, const void* right, size_t count, gbDataType_t dt, gbRedOp_t op);
 
+/* dst = the fold of src[0..n-1] (1 <= n), element by element, in the order
+ * of docs/REDUCTION_ORDER.md: left to right, x_0 op x_1 op ... op x_(n-1);
+ * with ring (n >= 3) the elements of ring slice j = [floor(j*count/n),
+ * floor((j+1)*count/n)) are folded starting at member (j+1) mod n, as the
+ * host ring folds them. Then each element is divided by divisor when it is
+ * > 0 (avg). dst may be one of src (in place). The GPU reduction kernel
+ * (device/gpu/kernels) computes exactly these bits. */
+void gbReduceOrdered(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, gbRedOp_t op,
+                     int divisor, int ring);
+
 /* buf[i] /= divisor, for a floating type (in float for f16/bf16, then rounded). */
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor);
 

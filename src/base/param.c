@@ -27,6 +27,7 @@ static const char* const transportChoices[] = {"tcp", NULL};
 /* Same order as the cuda and hip devices' flag modes, strongest first. */
 static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
 static const char* const shmChoices[] = {"off", "auto", NULL};
+static const char* const bridgeSlotChoices[] = {"off", "auto", NULL};
 static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
@@ -104,6 +105,13 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_SHM] = {"GPUBRIDGE_SHM", GB_PARAM_ENUM, "auto", shmChoices, 0, 0, 0,
                       "Peers on the same host: auto moves messages through shared-memory rings (the TCP "
                       "connection stays, to notice a peer that dies); off keeps them on TCP."},
+    [GB_PARAM_HIPRTC_LIBRARY] = {"GPUBRIDGE_HIPRTC_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                                 "Path or name of HIP's run-time compiler, which builds the bridge's reduction "
+                                 "kernel on AMD GPUs; empty tries libhiprtc.so.7, .6, then libhiprtc.so."},
+    [GB_PARAM_BRIDGE_SLOTS] = {"GPUBRIDGE_BRIDGE_SLOTS", GB_PARAM_ENUM, "auto", bridgeSlotChoices, 0, 0, 1,
+                               "Bridge members on one host: auto shares one pinned staging segment (each "
+                               "member's GPU copies its chunk there and reduces the others' chunks from it; "
+                               "the proxy moves only counters); off sends chunks over the host transport."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
                         "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
                         "island."},

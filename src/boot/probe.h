@@ -29,7 +29,7 @@ typedef struct {
   int32_t splitTest;    /* GPUBRIDGE_SPLIT_TEST: 0 off, 1 half, 2 alternate, 3 node */
   int32_t checkCalls;   /* GPUBRIDGE_CHECK_CALLS: 0 off, 1 on, 2 auto */
   int32_t rails;        /* GPUBRIDGE_RAILS (0: as many as the smallest island has ranks) */
-  int32_t pad;
+  int32_t bridgeSlots;  /* GPUBRIDGE_BRIDGE_SLOTS: 0 off, 1 auto */
   int64_t chunkBytes;
   int64_t ringMinBytes;
   uint64_t thresholdsHash; /* policy tuned: FNV-1a of the thresholds file's bytes, else 0 */

@@ -31,6 +31,7 @@ typedef struct {
   gbAlgoGroup_t algo;
   int active;
   int borrowed;  /* conns belong to another group (rails use the world's) */
+  struct gbSharedSlots* slots; /* every member on this host: shared staging slots (core/shared_slots.h) */
 } gbCommGroup_t;
 
 /* The host copy of a PreMulSum op's scalar (core/redop.c). Work queued

@@ -10,6 +10,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/shared_slots.h"
 #include "core/trace.h"
 #include "plan/plan.h"
 
@@ -27,6 +28,7 @@ typedef struct {
   int queued;          /* something reached the stream or the proxy */
   int direct;          /* all-reduce on host memory: the proxy works in recv, no slot copies */
   size_t hostChunk;    /* > 0: the proxy runs the call's chunks as one step, this many elements each */
+  gbSharedSlots_t* shared; /* all-reduce over a group on one host: its shared slots (core/shared_slots.h) */
   uint32_t posted, nposts; /* host steps posted so far, and in all (the flight recorder's chunk k of n) */
   gbSlot_t slotOf[64];
 } walk_t;
@@ -115,10 +117,18 @@ static gbResult_t front(walk_t* w, size_t i) {
   stagedPart(w, i, &off, &n);
   if (n == 0) return gbSuccess;
   gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
-  GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
-  w->queued = 1;
   size_t bytes = n * w->esize;
   const char* src = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
+  if (w->shared) {
+    gbProxyOp_t op;
+    memset(&op, 0, sizeof(op));
+    op.seq = c->seq;
+    gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
+    w->queued = 1;
+    return gbSharedSlotsOut(c, w->shared, src, bytes, w->stream, &op, s);
+  }
+  GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
+  w->queued = 1;
   void* buf = w->direct ? (void*)(w->recv + off * w->esize) : s->buf;
   const void* scale = p->host == GB_HOST_WORLD ? w->ops.scale : NULL; /* elsewhere the island step scaled */
   /* The proxy reads a direct all-reduce's input where it is, unless it must
@@ -169,7 +179,13 @@ static gbResult_t back(walk_t* w, size_t i) {
   gbComm_t c = w->comm;
   size_t off, n;
   stagedPart(w, i, &off, &n);
-  if (p->host != GB_HOST_NONE && n > 0) {
+  if (w->shared && n > 0) {
+    const char* mine = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
+    gbReduceArgs_t red = {.count = n, .dtype = w->in.dtype, .op = w->ops.host, .divisor = w->ops.divisor,
+                          .ring = gbAlgoFoldsRing(w->hostGroup, n * w->esize)};
+    GB_CHECK(gbSharedSlotsIn(c, w->shared, &w->slotOf[i % (size_t)w->depth], mine, w->recv + off * w->esize, &red,
+                             w->stream));
+  } else if (p->host != GB_HOST_NONE && n > 0) {
     gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
     GB_CHECK(gbCommSlotAwait(c, s, w->stream));
     if (p->stageIn && !w->direct)
@@ -182,10 +198,19 @@ static gbResult_t back(walk_t* w, size_t i) {
 static gbResult_t frontFn(void* w, size_t i) { return front(w, i); }
 static gbResult_t backFn(void* w, size_t i) { return back(w, i); }
 
-static gbAlgoGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
-  if (p->host == GB_HOST_BRIDGE) return &c->bridge.algo;
-  if (p->host == GB_HOST_RAIL) return &c->rails[p->myRail].algo;
-  return &c->world.algo;
+static gbCommGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
+  if (p->host == GB_HOST_BRIDGE) return &c->bridge;
+  if (p->host == GB_HOST_RAIL) return &c->rails[p->myRail];
+  return &c->world;
+}
+
+/* An all-reduce whose host group shares staging slots takes them, unless
+ * the proxy must scale a PreMulSum contribution first (flat steps). */
+static gbSharedSlots_t* sharedSlotsOf(const gbCommGroup_t* g, const gbPlanInput_t* in, const gbPlan_t* p,
+                                      const gbCommOps_t* ops) {
+  if (in->coll != GB_COLL_ALLREDUCE || p->host == GB_HOST_NONE || !g->slots) return NULL;
+  if (p->host == GB_HOST_WORLD && ops->scale) return NULL;
+  return g->slots;
 }
 
 /* A count-0 call: a no-op, as in NCCL, unless the call check is on; then it
@@ -222,12 +247,14 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   w.recv = recv;
   w.esize = gbDtypeSize(in->dtype);
   w.stream = stream;
-  w.hostGroup = hostGroupOf(c, &plan);
+  gbCommGroup_t* hostGroup = hostGroupOf(c, &plan);
+  w.hostGroup = &hostGroup->algo;
+  w.shared = sharedSlotsOf(hostGroup, in, &plan, &w.ops);
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
   /* Host memory needs no staging for all-reduce: recv is where the result
    * goes and what every later step reads (the slot still orders the steps).
    * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
-  w.direct = c->dev->hostMemory && in->coll == GB_COLL_ALLREDUCE;
+  w.direct = c->dev->hostMemory && in->coll == GB_COLL_ALLREDUCE && !w.shared;
   /* With no island step between them, the chunks of a direct all-reduce go
    * to the proxy as one step that runs them back to back: the same host
    * all-reduces in the same order, without a hand-over between threads per

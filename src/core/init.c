@@ -12,6 +12,7 @@
 #include "boot/mesh.h"
 #include "boot/root.h"
 #include "core/comm.h"
+#include "core/shared_slots.h"
 #include "core/trace.h"
 #include "core/settings.h"
 #include "plan/plan.h"
@@ -317,6 +318,12 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
     GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,
                   done);
   GB_CHECK_GOTO(railsSetup(c), res, done);
+  /* Groups on one host share staging slots; every rank takes its groups in
+   * the same order (world, bridge, rails), so these collective set-ups
+   * never wait on each other. */
+  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->world, probes), res, done);
+  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->bridge, probes), res, done);
+  if (c->myRail >= 0) GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->rails[c->myRail], probes), res, done);
   GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
   gbCommFlagsInit(c, c->checked, 1);

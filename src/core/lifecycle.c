@@ -6,6 +6,7 @@
 
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/shared_slots.h"
 #include "core/trace.h"
 
 static void shutdownGroup(gbComm_t c, gbCommGroup_t* g) {
@@ -54,6 +55,9 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
     shutdownGroup(c, &c->world);
+    gbSharedSlotsFail(c, &c->world);
+    gbSharedSlotsFail(c, &c->bridge);
+    if (c->rails && c->myRail >= 0) gbSharedSlotsFail(c, &c->rails[c->myRail]);
   }
   pthread_mutex_unlock(&c->errorLock);
   /* The connections are shut, so peers hear at once; then this rank's dump.
@@ -115,6 +119,9 @@ void gbCommFree(gbComm_t c) {
   logTraffic(&c->island);
   if (c->rails && c->myRail >= 0) logTraffic(&c->rails[c->myRail]);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
+  for (int i = 0; i < c->nrails; i++) gbSharedSlotsFree(c, &c->rails[i]);
+  gbSharedSlotsFree(c, &c->bridge);
+  gbSharedSlotsFree(c, &c->world);
   for (int i = 0; i < c->nrails; i++) freeGroup(c, &c->rails[i]);
   free(c->rails);
   freeGroup(c, &c->island);

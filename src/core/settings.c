@@ -83,6 +83,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);
   s->rails = (int32_t)gbParamInt(GB_PARAM_RAILS);
+  s->bridgeSlots = (int32_t)gbParamInt(GB_PARAM_BRIDGE_SLOTS);
   *blocking = 1;
 
   /* gbCommConfigCheck passed the config (every init and split checks it

@@ -27,6 +27,22 @@ typedef struct {
  * it by this much: whoever owns the flag releases it (or sets its error) first. */
 #define GB_FLAG_WAIT_MARGIN_SEC 5
 
+/* One reduction a stream runs (reduceAsync): dst = the fold of src[0..nsrc-1]
+ * with gbReduceOrdered's order and bits (base/dtype.h). Addresses are the
+ * device's: device memory, or host memory it reaches (hostRegister's
+ * devPtr). op is sum, prod, max or min (avg: sum with divisor > 0). */
+#define GB_REDUCE_MAX_SRCS 8
+typedef struct {
+  void* dst;
+  const void* src[GB_REDUCE_MAX_SRCS];
+  int nsrc;
+  size_t count;
+  int dtype;   /* gbDataType_t */
+  int op;      /* gbRedOp_t: gbSum .. gbMin */
+  int divisor; /* > 0: divide every finished element (avg) */
+  int ring;    /* fold in the ring's order (nsrc >= 3) */
+} gbReduceArgs_t;
+
 /* Work a stream runs on the host (the host device's island steps). */
 typedef gbResult_t (*gbStreamFn_t)(void* arg);
 
@@ -72,6 +88,16 @@ typedef struct gbDeviceOps {
    * the work is dropped after an earlier error). NULL where the device has no
    * host work (a real GPU). */
   gbResult_t (*launchHostFn)(void* stream, gbStreamFn_t fn, void* arg, void (*freeArg)(void*));
+  /* Host memory made elsewhere (a shared segment, page aligned) made
+   * reachable: page-locked and mapped, so copies to and from it run at full
+   * speed and kernels read it; *devPtr is its address on the device. The
+   * host device: *devPtr = ptr, nothing to do. */
+  gbResult_t (*hostRegister)(void* ptr, size_t bytes, void** devPtr);
+  gbResult_t (*hostUnregister)(void* ptr);
+  /* The stream runs one reduction (gbReduceArgs_t). A GPU launches a kernel
+   * loaded at run time (device/gpu/kernels); the host device folds with
+   * gbReduceOrdered on its stream thread. */
+  gbResult_t (*reduceAsync)(const gbReduceArgs_t* args, void* stream);
   /* Waits for every stream of the device (teardown on a GPU, where no host
    * function tells when a communicator's stream work is done). NULL on the
    * host device, which counts finished work with launchHostFn instead. */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/dtype.h"
 #include "base/param.h"
 #include "base/result.h"
 #include "device/device.h"
@@ -75,7 +76,7 @@ static gbResult_t hostFree(void* ptr) {
 
 /* ------------------------------------------------------------------ tasks */
 
-typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN } taskKind_t;
+typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN, TASK_REDUCE } taskKind_t;
 
 typedef struct task {
   struct task* next;
@@ -95,6 +96,7 @@ typedef struct task {
       void* arg;
       void (*freeArg)(void*);
     } host;
+    gbReduceArgs_t reduce;
   } u;
 } task_t;
 
@@ -111,6 +113,7 @@ static const char* taskName(taskKind_t k) {
     case TASK_FLAG_WRITE: return "flag write";
     case TASK_FLAG_WAIT: return "flag wait";
     case TASK_HOST_FN: return "host function";
+    case TASK_REDUCE: return "reduction";
   }
   return "unknown";
 }
@@ -179,6 +182,11 @@ static gbResult_t runTask(stream_t* s, task_t* t, gbResult_t streamError) {
       gbResult_t res = drop ? gbSuccess : t->u.host.fn(t->u.host.arg);
       if (t->u.host.freeArg) t->u.host.freeArg(t->u.host.arg);
       return res;
+    }
+    case TASK_REDUCE: {
+      const gbReduceArgs_t* r = &t->u.reduce;
+      if (!drop) gbReduceOrdered(r->dst, r->src, r->nsrc, r->count, r->dtype, r->op, r->divisor, r->ring);
+      return gbSuccess;
     }
   }
   return gbSuccess;
@@ -410,6 +418,25 @@ static gbResult_t launchHostFn(void* stream, gbStreamFn_t fn, void* arg, void (*
   return res;
 }
 
+static gbResult_t reduceAsync(const gbReduceArgs_t* args, void* stream) {
+  if (args->nsrc < 1 || args->nsrc > GB_REDUCE_MAX_SRCS || args->dst == NULL)
+    return gbErrorSet(gbInvalidArgument, "stream reduction of %d sources (1 to %d) into %p", args->nsrc,
+                      GB_REDUCE_MAX_SRCS, args->dst);
+  task_t t = {.kind = TASK_REDUCE, .u.reduce = *args};
+  return enqueue(stream, &t);
+}
+
+/* Host memory is the device's: nothing to register. */
+static gbResult_t hostRegister(void* ptr, size_t bytes, void** devPtr) {
+  (void)bytes;
+  *devPtr = ptr;
+  return gbSuccess;
+}
+static gbResult_t hostUnregister(void* ptr) {
+  (void)ptr;
+  return gbSuccess;
+}
+
 static const gbDeviceOps hostOps = {
     .name = "host",
     .runKind = gbRunCpu,
@@ -427,6 +454,9 @@ static const gbDeviceOps hostOps = {
     .flagWrite = flagWrite,
     .flagWait = flagWait,
     .launchHostFn = launchHostFn,
+    .hostRegister = hostRegister,
+    .hostUnregister = hostUnregister,
+    .reduceAsync = reduceAsync,
     .hostMemory = 1,
 };
 

@@ -5,18 +5,10 @@
  * open: socket 0 carries the set-up, and its end tells that the peer died
  * (checked while the rings are idle).
  *
- * The segment never has a name, so nothing can outlive the processes, even
- * one killed (SIGKILL) in the middle of the set-up: a named segment in
- * /dev/shm lives until someone unlinks it, and no one can between
- * shm_open(O_CREAT) and the peer's open. The connecting side makes a memfd
- * (memory that goes when the last descriptor or mapping goes) and offers
- * (pid, fd, nonce) over socket 0; there is no Unix socket to pass the
- * descriptor over (SCM_RIGHTS), so the peer reopens it through
- * /proc/<pid>/fd/<fd>, which Linux allows a same-user process (ptrace read
- * access; pidfd_getfd would need attach access, refused under Yama's
- * ptrace_scope 1). The link must name our memfd and the segment must carry
- * the offer's nonce, so another pid namespace's process is never used by
- * mistake. Anything that fails declines, and the pair stays on TCP. */
+ * The segment is a nameless memfd (os/memfd.h): the connecting side makes it
+ * and offers (pid, fd, nonce) over socket 0, the peer reopens it through
+ * /proc (pidfd_getfd would need ptrace attach access, refused under Yama's
+ * ptrace_scope 1). Anything that fails declines, and the pair stays on TCP. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,13 +22,14 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
+#include "os/memfd.h"
 #include "os/socket.h"
 #include "net/tcp/tcp.h"
 
 #define RING_BYTES ((size_t)1 << 21)
 #define OFFER_MAGIC 0x67626d66u /* "gbmf": a memfd reopened through /proc */
 #define MEMFD_NAME "gpubridge-ring"
-#define NONCE_BYTES 16
+#define NONCE_BYTES GB_MEMFD_NONCE_BYTES
 /* Idle progress calls between checks that the peer's socket is still open. */
 #define IDLE_CHECK_EVERY 256
 
@@ -89,68 +82,14 @@ static void attach(gbNetConn_t* c, void* base, int connector) {
   s->rxData = connector ? d1 : d0;
 }
 
-/* A nameless segment with its pages reserved (memory that runs out then
- * fails here, not with SIGBUS later) and its size sealed. Returns its fd,
- * mapped at *base, or -1 (then the pair stays on TCP). */
+/* A nameless segment holding nonce (os/memfd.h): its fd, mapped at *base,
+ * or -1 (then the pair stays on TCP). */
 static int createSegment(const uint8_t* nonce, void** base) {
-  int fd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    GB_INFO(GB_LOG_NET, "memfd_create failed (%s): staying on TCP", strerror(errno));
-    return -1;
-  }
-  int err = posix_fallocate(fd, 0, (off_t)segmentBytes());
-  if (err == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) err = errno;
-  void* p = err == 0 ? mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  if (err == 0 && p == MAP_FAILED) err = errno;
-  if (p == MAP_FAILED) {
-    GB_INFO(GB_LOG_NET, "no shared-memory segment of %zu bytes (%s): staying on TCP", segmentBytes(),
-            strerror(err));
-    close(fd);
-    return -1;
-  }
-  memset(p, 0, segmentBytes());
-  memcpy(((segHead_t*)p)->nonce, nonce, NONCE_BYTES);
-  *base = p;
+  const char* why = "";
+  int fd = gbMemfdCreate(MEMFD_NAME, segmentBytes(), nonce, base, &why);
+  if (fd < 0)
+    GB_INFO(GB_LOG_NET, "no shared-memory segment of %zu bytes (%s): staying on TCP", segmentBytes(), why);
   return fd;
-}
-
-/* The peer's segment through /proc/<pid>/fd/<fd>, checked to be its memfd of
- * the right size holding the offer's nonce; NULL (and why, in *why) if not. */
-static void* openPeerSegment(const offer_t* o, const char** why) {
-  char path[64], link[128];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)o->pid, (int)o->fd);
-  ssize_t n = readlink(path, link, sizeof(link) - 1);
-  if (n < 0) {
-    *why = strerror(errno);
-    return NULL;
-  }
-  link[n] = '\0';
-  /* Checked before open(): a descriptor of another kind (a device, a FIFO)
-   * is never opened. */
-  if (strncmp(link, "/memfd:" MEMFD_NAME, strlen("/memfd:" MEMFD_NAME)) != 0) {
-    *why = "it is not the peer's segment (another pid namespace?)";
-    return NULL;
-  }
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    *why = strerror(errno);
-    return NULL;
-  }
-  struct stat st;
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == segmentBytes())
-    p = mmap(NULL, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    *why = "the segment has another size or cannot be mapped";
-    return NULL;
-  }
-  if (memcmp(((segHead_t*)p)->nonce, o->nonce, NONCE_BYTES) != 0) {
-    munmap(p, segmentBytes());
-    *why = "the segment does not hold the offer's nonce (another pid namespace?)";
-    return NULL;
-  }
-  return p;
 }
 
 static int wanted(const gbNetConn_t* c) { return gbParamInt(GB_PARAM_SHM) != 0; }
@@ -195,7 +134,7 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volati
   void* base = NULL;
   if (o.magic == OFFER_MAGIC && o.ringBytes == RING_BYTES && o.pid > 0 && o.fd >= 0 && wanted(c)) {
     const char* why = "";
-    base = openPeerSegment(&o, &why);
+    base = gbMemfdOpenPeer(MEMFD_NAME, o.pid, o.fd, segmentBytes(), o.nonce, &why);
     if (!base)
       GB_INFO(GB_LOG_NET, "%s: cannot open rank %d's shared-memory segment (/proc/%d/fd/%d: %s): staying on TCP",
               c->group, c->peerRank, (int)o.pid, (int)o.fd, why);

@@ -1,0 +1,292 @@
+/* Shared staging slots (shared_slots.h): the segment, its set-up among a
+ * group's members, and the proxy's counter steps. */
+#include "core/shared_slots.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/result.h"
+#include "os/backoff.h"
+#include "os/memfd.h"
+#include "os/socket.h"
+
+#define SEGMENT_NAME "gpubridge-slots"
+#define PAGE 4096u
+/* Pid checks while waiting on a peer's counter: every this many looks. */
+#define LIVENESS_EVERY 64
+
+/* One member's counters and failure, a page of its own. */
+typedef struct {
+  _Atomic uint64_t full[GB_SHARED_SLOTS_MAX];
+  _Atomic uint64_t read[GB_SHARED_SLOTS_MAX];
+  _Atomic int failed; /* cause is written first */
+  gbNetCause_t cause;
+} memberCtl_t;
+
+struct gbSharedSlots {
+  char* base;          /* the segment: a header page, a control page per member, then the slots */
+  char* devBase;       /* the device's address of base */
+  size_t bytes;
+  int n, me;
+  const int* ranks;    /* the group's */
+  const char* name;    /* the group's */
+  int nslots;
+  size_t slotBytes;    /* page-rounded */
+  int pidfd[GB_REDUCE_MAX_SRCS]; /* -1: none (kill(pid, 0) instead) */
+  int pid[GB_REDUCE_MAX_SRCS];
+  double timeoutSec;
+  const volatile int* abortFlag;
+  /* Caller thread: uses of each slot so far, the next slot. */
+  uint64_t uses[GB_SHARED_SLOTS_MAX];
+  size_t next;
+  /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
+   * staged), consumed (stream: reduced), freed (proxy: every member read). */
+  gbFlag_t* flags; /* [4][nslots] */
+};
+
+enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED };
+
+static gbFlag_t* flagOf(const gbSharedSlots_t* sh, int which, size_t slot) {
+  return &sh->flags[(size_t)which * (size_t)sh->nslots + slot];
+}
+
+_Static_assert(sizeof(memberCtl_t) <= PAGE, "a member's counters fit a page");
+
+static size_t roundPage(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
+
+static memberCtl_t* ctl(const gbSharedSlots_t* sh, int k) { return (memberCtl_t*)(sh->base + PAGE * (size_t)(1 + k)); }
+
+static size_t slotOffset(const gbSharedSlots_t* sh, int member, size_t slot) {
+  return PAGE * (size_t)(1 + sh->n) + ((size_t)member * (size_t)sh->nslots + slot) * sh->slotBytes;
+}
+
+
+
+/* ---------------------------------------------------------------- set-up */
+
+typedef struct {
+  int32_t pid, fd; /* fd -1: member 0 has no segment to offer */
+  uint64_t bytes;
+  uint8_t nonce[GB_MEMFD_NONCE_BYTES];
+} offer_t;
+
+static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes) {
+  if (!g->active || c->settings.bridgeSlots == 0 || !c->dev->reduceAsync || !c->dev->hostRegister) return 0;
+  if (g->algo.n < 2 || g->algo.n > GB_REDUCE_MAX_SRCS || 2 * c->settings.stagingSlots > GB_SHARED_SLOTS_MAX) return 0;
+  for (int k = 0; k < g->algo.n; k++)
+    if (probes[g->ranks[k]].hostId != probes[g->ranks[0]].hostId) return 0;
+  return 1;
+}
+
+/* Releases what sh holds (any part of it), and sh. */
+static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
+  if (sh->flags) c->dev->hostFree(sh->flags);
+  if (registered) c->dev->hostUnregister(sh->base);
+  if (sh->base) munmap(sh->base, sh->bytes);
+  for (int k = 0; k < sh->n; k++)
+    if (sh->pidfd[k] >= 0) close(sh->pidfd[k]);
+  free(sh);
+}
+
+/* Maps the offered segment (member 0 made it) and registers it; 1 if both worked. */
+static int attach(gbComm_t c, gbSharedSlots_t* sh, const offer_t* o, void* made, int* registered) {
+  const char* why = "";
+  sh->base = made ? made : gbMemfdOpenPeer(SEGMENT_NAME, o->pid, o->fd, sh->bytes, o->nonce, &why);
+  if (!sh->base) {
+    GB_INFO(GB_LOG_NET, "%s: cannot open member 0's staging segment (/proc/%d/fd/%d: %s)", sh->name, (int)o->pid,
+            (int)o->fd, why);
+    return 0;
+  }
+  void* dev = NULL;
+  if (c->dev->hostRegister(sh->base, sh->bytes, &dev) != gbSuccess) {
+    GB_INFO(GB_LOG_NET, "%s: cannot register the staging segment with the device: %s", sh->name, gbErrorLast());
+    return 0;
+  }
+  *registered = 1;
+  sh->devBase = dev;
+  return 1;
+}
+
+gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes) {
+  if (!eligible(c, g, probes)) return gbSuccess;
+  gbSharedSlots_t* sh = calloc(1, sizeof(*sh));
+  if (!sh) return gbErrorSet(gbSystemError, "%s: out of memory for shared staging slots", g->name);
+  sh->n = g->algo.n;
+  sh->me = g->algo.me;
+  sh->ranks = g->ranks;
+  sh->name = g->name;
+  /* Twice the pipeline's depth: the slot a chunk takes was last read
+   * `depth` chunks before the one just reduced, so taking it does not wait
+   * for the members' last reads to travel through the proxies. */
+  sh->nslots = 2 * c->settings.stagingSlots;
+  sh->slotBytes = roundPage((size_t)c->settings.chunkBytes);
+  sh->bytes = PAGE * (size_t)(1 + sh->n) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes;
+  sh->timeoutSec = c->settings.timeoutSec;
+  sh->abortFlag = &c->abortFlag;
+  gbResult_t res = c->dev->hostAlloc((void**)&sh->flags, 4 * sizeof(gbFlag_t) * (size_t)sh->nslots);
+  if (res != gbSuccess) {
+    free(sh);
+    return res;
+  }
+  gbCommFlagsInit(c, sh->flags, 4 * (size_t)sh->nslots);
+  for (int k = 0; k < sh->n; k++) {
+    sh->pid[k] = probes[g->ranks[k]].pid;
+    sh->pidfd[k] = k == sh->me ? -1 : (int)syscall(SYS_pidfd_open, sh->pid[k], 0);
+  }
+  offer_t o;
+  memset(&o, 0, sizeof(o));
+  o.fd = -1;
+  o.bytes = sh->bytes;
+  void* made = NULL;
+  if (sh->me == 0 && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) {
+    const char* why = "";
+    o.fd = gbMemfdCreate(SEGMENT_NAME, sh->bytes, o.nonce, &made, &why);
+    if (o.fd < 0) GB_INFO(GB_LOG_NET, "%s: no staging segment of %zu bytes (%s)", g->name, sh->bytes, why);
+    o.pid = (int32_t)getpid();
+  }
+  res = gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
+  int registered = 0;
+  int32_t ok = res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered), all = 0;
+  if (res == gbSuccess) res = gbAlgoAllReduce(&g->algo, &ok, &all, 1, gbInt32, gbMin, 0);
+  if (made) close(o.fd); /* every member mapped it (or never will): the mappings keep it */
+  if (res != gbSuccess || !all) {
+    unmap(c, sh, registered);
+    if (res == gbSuccess)
+      GB_INFO(GB_LOG_NET, "%s: a member could not map the shared staging segment: chunks cross over the host transport",
+              g->name);
+    return res;
+  }
+  g->slots = sh;
+  GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each", g->name, sh->n,
+          sh->nslots, sh->slotBytes >> 10);
+  return gbSuccess;
+}
+
+void gbSharedSlotsFree(gbComm_t c, gbCommGroup_t* g) {
+  if (!g->slots) return;
+  unmap(c, g->slots, 1);
+  g->slots = NULL;
+}
+
+void gbSharedSlotsFail(gbComm_t c, gbCommGroup_t* g) {
+  gbSharedSlots_t* sh = g->slots;
+  if (!sh) return;
+  memberCtl_t* m = ctl(sh, sh->me);
+  if (atomic_load_explicit(&m->failed, memory_order_relaxed)) return;
+  memcpy(&m->cause, &c->cause, sizeof(m->cause));
+  atomic_store_explicit(&m->failed, 1, memory_order_release);
+}
+
+/* ---------------------------------------------------------- counter steps */
+
+typedef struct {
+  gbSharedSlots_t* sh;
+  size_t slot;
+  uint64_t use;
+  int read;
+} step_t;
+
+static int alive(const gbSharedSlots_t* sh, int k) {
+  if (sh->pidfd[k] >= 0) {
+    struct pollfd p = {sh->pidfd[k], POLLIN, 0};
+    return poll(&p, 1, 0) == 0; /* readable: the process ended */
+  }
+  return kill(sh->pid[k], 0) == 0 || errno != ESRCH;
+}
+
+/* Why waiting on member k cannot go on (gbSuccess: it can). */
+static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, const step_t* st) {
+  memberCtl_t* m = ctl(sh, k);
+  const char* what = st->read ? "to finish reading" : "to stage";
+  if (atomic_load_explicit(&m->failed, memory_order_acquire)) {
+    gbNetCause_t cause;
+    memcpy(&cause, &m->cause, sizeof(cause));
+    char msg[512];
+    if (!gbNetCauseSanitize(&cause)) cause = (gbNetCause_t){.faultRank = sh->ranks[k], .seenBy = -1};
+    gbNetCauseText(msg, sizeof(msg), sh->name, sh->ranks[k], &cause, " (shared staging slots)");
+    return gbErrorSet(gbRemoteError, "%s", msg);
+  }
+  if (checkLife && !alive(sh, k))
+    return gbErrorSet(gbRemoteError, "%s: rank %d died or was killed while this rank waited for it %s chunk use %llu "
+                                     "of staging slot %zu (shared staging slots; see its log)",
+                      sh->name, sh->ranks[k], what, (unsigned long long)st->use, st->slot);
+  return gbSuccess;
+}
+
+static gbResult_t counterStep(void* arg) {
+  const step_t* st = arg;
+  gbSharedSlots_t* sh = st->sh;
+  memberCtl_t* mine = ctl(sh, sh->me);
+  atomic_store_explicit(st->read ? &mine->read[st->slot] : &mine->full[st->slot], st->use, memory_order_release);
+  int64_t start = gbClockNowNs(), deadline = start + (int64_t)(sh->timeoutSec * 1e9);
+  for (int looks = 0;; looks++) {
+    int waiting = -1;
+    for (int k = 0; k < sh->n && waiting < 0; k++) {
+      memberCtl_t* m = ctl(sh, k);
+      _Atomic uint64_t* counter = st->read ? &m->read[st->slot] : &m->full[st->slot];
+      if (k != sh->me && atomic_load_explicit(counter, memory_order_acquire) < st->use) waiting = k;
+    }
+    if (waiting < 0) return gbSuccess;
+    GB_CHECK(peerProblem(sh, waiting, looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
+    if (sh->abortFlag && __atomic_load_n(sh->abortFlag, __ATOMIC_ACQUIRE))
+      return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
+    int64_t now = gbClockNowNs();
+    if (now > deadline)
+      return gbErrorSet(gbTimeout, "%s: rank %d did not %s its chunk in staging slot %zu within %.0f s (it is stopped "
+                                   "or far behind; raise GPUBRIDGE_TIMEOUT if the job is just slow)",
+                        sh->name, sh->ranks[waiting], st->read ? "finish reading" : "stage", st->slot,
+                        sh->timeoutSec);
+    gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS);
+  }
+}
+
+static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read) {
+  step_t* st = malloc(sizeof(*st));
+  if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
+  *st = (step_t){sh, slot, use, read};
+  op->kind = GB_PROXY_CALL;
+  op->fn = counterStep;
+  op->arg = st;
+  op->freeArg = free;
+  op->ready = flagOf(sh, read ? FLAG_CONSUMED : FLAG_STAGED, slot);
+  op->readyValue = use;
+  op->done = flagOf(sh, read ? FLAG_FREED : FLAG_FULL, slot);
+  op->doneValue = use;
+  return gbProxyPost(c->proxy, op); /* takes st */
+}
+
+gbResult_t gbSharedSlotsOut(gbComm_t c, gbSharedSlots_t* sh, const void* src, size_t bytes, void* stream,
+                            gbProxyOp_t* op, gbSlot_t* out) {
+  out->slot = sh->next++ % (size_t)sh->nslots;
+  out->use = ++sh->uses[out->slot];
+  out->buf = sh->base + slotOffset(sh, sh->me, out->slot);
+  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, stream));
+  GB_CHECK(c->dev->copyAsync(out->buf, src, bytes, stream));
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, out->slot), out->use, stream));
+  return postStep(c, sh, op, out->slot, out->use, 0);
+}
+
+gbResult_t gbSharedSlotsIn(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const void* mine, void* dst,
+                           const gbReduceArgs_t* red, void* stream) {
+  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_FULL, s->slot), s->use, stream));
+  gbReduceArgs_t r = *red;
+  r.dst = dst;
+  r.nsrc = sh->n;
+  for (int k = 0; k < sh->n; k++) r.src[k] = k == sh->me ? mine : sh->devBase + slotOffset(sh, k, s->slot);
+  GB_CHECK(c->dev->reduceAsync(&r, stream));
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_CONSUMED, s->slot), s->use, stream));
+  gbProxyOp_t op;
+  memset(&op, 0, sizeof(op));
+  op.seq = c->seq;
+  return postStep(c, sh, &op, s->slot, s->use, 1);
+}
