@@ -348,6 +348,47 @@ static void testReduceTo(void) {
   CHECK(!signbit(out[0]) && !signbit(out[N - 1]), "min(-0, +0) is the right operand, +0");
 }
 
+/* gbReduceOrdered: the fold order of docs/REDUCTION_ORDER.md (left to right,
+ * or the ring's slices, each from member j+1), avg's division, and every
+ * aliasing of dst with a source, against float folds written out here. */
+static void testReduceOrdered(void) {
+  enum { MAXN = 5, MAXC = 4099 };
+  static float x[MAXN][MAXC], dst[MAXC], copy[MAXN][MAXC];
+  const size_t counts[] = {1, 7, 1000, MAXC};
+  for (int n = 1; n <= MAXN; n++)
+    for (int ring = 0; ring < 2; ring++)
+      for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (int alias = -1; alias < n; alias++) {
+          size_t count = counts[ci];
+          int divisor = (int)(count % 3); /* 0: none */
+          for (int k = 0; k < n; k++)
+            for (size_t i = 0; i < count; i++) {
+              /* Magnitudes far apart, so another order gives other bits. */
+              x[k][i] = bitsf((uint32_t)(rnd() & 0x807fffffu) | (uint32_t)(100 + (int)(rnd() % 60)) << 23);
+              copy[k][i] = x[k][i];
+            }
+          const void* src[MAXN];
+          for (int k = 0; k < n; k++) src[k] = x[k];
+          float* out = alias < 0 ? dst : x[alias];
+          gbReduceOrdered(out, src, n, count, gbFloat32, gbSum, divisor, ring);
+          int bad = 0;
+          for (size_t i = 0; i < count && !bad; i++) {
+            int first = 0;
+            if (ring && n >= 3)
+              for (int j = 0; j < n; j++)
+                if (count * (size_t)j / (size_t)n <= i && i < count * (size_t)(j + 1) / (size_t)n) first = (j + 1) % n;
+            float acc = copy[first][i];
+            for (int s = 1; s < n; s++) acc = acc + copy[(first + s) % n][i];
+            if (divisor) acc = acc / (float)divisor;
+            if (fbits(out[i]) != fbits(acc)) {
+              CHECK(0, "reduce ordered: n %d ring %d count %zu alias %d: element %zu is %a, not %a", n, ring, count,
+                    alias, i, out[i], acc);
+              bad = 1;
+            }
+          }
+        }
+}
+
 int main(void) {
   testNames();
   testHalf();
@@ -357,6 +398,7 @@ int main(void) {
   testHalfTypes();
   testDivide();
   testReduceTo();
+  testReduceOrdered();
   if (failures) {
     fprintf(stderr, "test_base_dtype: %d failures\n", failures);
     return 1;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU bridge's targets in one run, on one NVIDIA GPU (two split-test
+# ranks share it): pinned copy bandwidth; bridged all-reduce of 8 B and
+# 256 MiB over shared staging slots and, as the baseline in the same run, over
+# the host transport (GPUBRIDGE_BRIDGE_SLOTS=off); the same with rank 1 an
+# emulated AMD rank (tests/gpu/emulated_amd); the other collectives at
+# 128 MiB; with SWEEP=1 chunk sizes and depths. The last line is
+#   bridged_over_pinned_256MiB <x> small_8B_us <y>
+# (x: out-of-place algbw over pinned device-to-host; y: the 8-byte time).
+# Run from the repository root; output also goes to ${OUT:-/tmp}/gpu_bridge.log.
+set -u
+export NCCL_NVLS_ENABLE=0 # never create NVLink multicast objects
+O=${OUT:-/tmp}
+exec > >(tee "$O/gpu_bridge.log") 2>&1
+date -u
+nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
+B=${BUILD:-build-gpu}
+cmake -S . -B "$B" -DGPUBRIDGE_WERROR=ON >/dev/null && cmake --build "$B" -j"$(nproc)" >/dev/null || exit 1
+git log --oneline -1 2>/dev/null
+P=$B/bin/gpubridge-perf
+RUN="timeout 300 $B/bin/gpubridge-run -n 2 --"
+RIG=$PWD/$B/tests/emulated_amd
+# One gpubridge-perf line's field for a size: out-of-place time (us) or algbw.
+field() { awk -v s="$1" -v f="$2" '$2 == s && $4 != "" {print $f; exit}'; }
+splittest() { GPUBRIDGE_SPLIT_TEST=half "$@"; }
+
+pinned=$(timeout 120 python3 bench/pinned_copy_torch.py -s 256)
+echo "$pinned"
+d2h=$(echo "$pinned" | awk '{print $5}')
+
+for mode in auto off; do
+  echo "== all_reduce, split-test, GPUBRIDGE_BRIDGE_SLOTS=$mode: 8 B, then 256 MiB"
+  GPUBRIDGE_BRIDGE_SLOTS=$mode splittest $RUN $P all_reduce -b 8 -e 8 -n 200 -w 20 -c 1 | tee "$O/ar8_$mode.txt" | grep float
+  GPUBRIDGE_BRIDGE_SLOTS=$mode splittest $RUN $P all_reduce -b 256M -e 256M -n 10 -w 3 -c 1 | tee "$O/ar256_$mode.txt" |
+    grep float
+done
+echo "== all_reduce, rank 0 NVIDIA, rank 1 emulated AMD: 8 B .. 256 MiB"
+GB_RIG=$RIG GPUBRIDGE_HIPRTC_LIBRARY=$RIG/libhiprtc.so $RUN tests/gpu/emulated_amd_rank1.sh \
+  $P all_reduce -b 8 -e 256M -f 32 -n 10 -w 3 -c 1 | tee "$O/ar_amd.txt" | grep -E "float|wrong|rror"
+for c in all_gather reduce_scatter broadcast alltoall sendrecv; do
+  echo "== $c, split-test, 128 MiB"
+  splittest $RUN $P $c -b 128M -e 128M -n 10 -w 3 -c 1 | grep -E "float|rror"
+done
+if [ "${SWEEP:-0}" = 1 ]; then
+  for chunk in 1M 4M 16M; do
+    for slots in 4 8; do
+      echo "== sweep: all_reduce 256 MiB, GPUBRIDGE_CHUNK_BYTES=$chunk GPUBRIDGE_STAGING_SLOTS=$slots"
+      GPUBRIDGE_CHUNK_BYTES=$chunk GPUBRIDGE_STAGING_SLOTS=$slots splittest $RUN $P all_reduce -b 256M -e 256M -n 5 -w 2 \
+        -c 1 | grep float
+    done
+  done
+fi
+bw=$(field 268435456 8 <"$O/ar256_auto.txt")
+base=$(field 268435456 8 <"$O/ar256_off.txt")
+us=$(field 8 7 <"$O/ar8_auto.txt")
+echo "baseline (host transport): 256 MiB $base GB/s, 8 B $(field 8 7 <"$O/ar8_off.txt") us"
+echo "bridged_over_pinned_256MiB $(awk -v b="$bw" -v d="$d2h" 'BEGIN {printf "%.3f", b / d}') small_8B_us $us"
