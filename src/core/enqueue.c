@@ -125,7 +125,10 @@ static gbResult_t front(walk_t* w, size_t i) {
     op.seq = c->seq;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
     w->queued = 1;
-    return gbSharedSlotsOut(c, w->shared, src, bytes, w->stream, &op, s);
+    GB_CHECK(gbSharedSlotsTake(c, w->shared, w->stream, s));
+    w->queued = 1;
+    if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, w->stream));
+    return gbSharedSlotsStaged(c, w->shared, s, w->stream, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
   w->queued = 1;
@@ -173,6 +176,29 @@ static uint32_t hostPosts(const walk_t* w) {
   return k;
 }
 
+/* Over shared slots: the members' chunks arrived; reduce them (all-reduce,
+ * and reduce on its root) or copy the root's (broadcast), then let the
+ * slot go. */
+static gbResult_t backShared(walk_t* w, const gbSlot_t* s, size_t off, size_t n) {
+  const gbPlan_t* p = w->plan;
+  gbComm_t c = w->comm;
+  gbSharedSlots_t* sh = w->shared;
+  char* dst = w->recv + off * w->esize;
+  GB_CHECK(gbSharedSlotsArrived(c, sh, s, w->stream));
+  if (p->stageIn && w->in.coll == GB_COLL_BROADCAST) {
+    GB_CHECK(c->dev->copyAsync(dst, gbSharedSlotsAt(sh, p->hostRoot, s), n * w->esize, w->stream));
+  } else if (p->stageIn) {
+    const char* mine = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
+    gbReduceArgs_t red = {.dst = dst, .nsrc = gbSharedSlotsMembers(sh), .count = n, .dtype = w->in.dtype,
+                          .op = w->ops.host, .divisor = w->ops.divisor,
+                          .ring = gbAlgoFoldsRing(w->hostGroup, n * w->esize)};
+    for (int k = 0; k < red.nsrc; k++)
+      red.src[k] = k == gbSharedSlotsMe(sh) ? (const void*)mine : gbSharedSlotsDeviceAt(sh, k, s);
+    GB_CHECK(c->dev->reduceAsync(&red, w->stream));
+  }
+  return gbSharedSlotsRead(c, sh, s, w->stream);
+}
+
 /* Take the proxy's result back, then the second island step. */
 static gbResult_t back(walk_t* w, size_t i) {
   const gbPlan_t* p = w->plan;
@@ -180,11 +206,7 @@ static gbResult_t back(walk_t* w, size_t i) {
   size_t off, n;
   stagedPart(w, i, &off, &n);
   if (w->shared && n > 0) {
-    const char* mine = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * w->esize;
-    gbReduceArgs_t red = {.count = n, .dtype = w->in.dtype, .op = w->ops.host, .divisor = w->ops.divisor,
-                          .ring = gbAlgoFoldsRing(w->hostGroup, n * w->esize)};
-    GB_CHECK(gbSharedSlotsIn(c, w->shared, &w->slotOf[i % (size_t)w->depth], mine, w->recv + off * w->esize, &red,
-                             w->stream));
+    GB_CHECK(backShared(w, &w->slotOf[i % (size_t)w->depth], off, n));
   } else if (p->host != GB_HOST_NONE && n > 0) {
     gbSlot_t* s = &w->slotOf[i % (size_t)w->depth];
     GB_CHECK(gbCommSlotAwait(c, s, w->stream));
@@ -204,11 +226,10 @@ static gbCommGroup_t* hostGroupOf(gbComm_t c, const gbPlan_t* p) {
   return &c->world;
 }
 
-/* An all-reduce whose host group shares staging slots takes them, unless
+/* A collective whose host group shares staging slots takes them, unless
  * the proxy must scale a PreMulSum contribution first (flat steps). */
-static gbSharedSlots_t* sharedSlotsOf(const gbCommGroup_t* g, const gbPlanInput_t* in, const gbPlan_t* p,
-                                      const gbCommOps_t* ops) {
-  if (in->coll != GB_COLL_ALLREDUCE || p->host == GB_HOST_NONE || !g->slots) return NULL;
+static gbSharedSlots_t* sharedSlotsOf(const gbCommGroup_t* g, const gbPlan_t* p, const gbCommOps_t* ops) {
+  if (p->host == GB_HOST_NONE || !g->slots) return NULL;
   if (p->host == GB_HOST_WORLD && ops->scale) return NULL;
   return g->slots;
 }
@@ -249,7 +270,7 @@ static gbResult_t enqueue(gbComm_t c, const gbPlanInput_t* in, const gbCommOps_t
   w.stream = stream;
   gbCommGroup_t* hostGroup = hostGroupOf(c, &plan);
   w.hostGroup = &hostGroup->algo;
-  w.shared = sharedSlotsOf(hostGroup, in, &plan, &w.ops);
+  w.shared = sharedSlotsOf(hostGroup, &plan, &w.ops);
   w.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
   /* Host memory needs no staging for all-reduce: recv is where the result
    * goes and what every later step reads (the slot still orders the steps).

@@ -10,6 +10,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/shared_slots.h"
 #include "core/trace.h"
 #include "plan/plan.h"
 
@@ -25,6 +26,7 @@ typedef struct {
   void* stream;
   size_t m;          /* elements of each block per chunk */
   int depth;
+  gbSharedSlots_t* shared; /* every rank on this host: the world's shared slots (core/shared_slots.h) */
   gbSlot_t slotOf[64];
 } blocks_t;
 
@@ -37,22 +39,35 @@ static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
   return b->comm->dev->copyAsync(dst, src, elems * b->es, b->stream);
 }
 
+/* Chunk i of my send buffer into a slot: my block's part (all-gather, at
+ * slot + me*len, or at slot itself over shared slots, where the slot is
+ * mine alone), or every block's, laid out [rank][len]. */
+static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt) {
+  size_t len = lenOf(b, i), at = i * b->m;
+  if (b->coll == GB_COLL_ALLGATHER) return copy(b, slot + (size_t)mineAt * len * b->es, b->send + at * b->es, len);
+  for (int r = 0; r < b->comm->nranks; r++)
+    GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
+  return gbSuccess;
+}
+
 static gbResult_t front(blocks_t* b, size_t i) {
   gbComm_t c = b->comm;
   int n = c->nranks, me = c->rank;
-  size_t len = lenOf(b, i), at = i * b->m;
+  size_t len = lenOf(b, i);
   gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
-  GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
-  char* slot = s->buf;
-  if (b->coll == GB_COLL_ALLGATHER) {
-    GB_CHECK(copy(b, slot + (size_t)me * len * b->es, b->send + at * b->es, len));
-  } else {
-    for (int r = 0; r < n; r++)
-      GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
-  }
-  GB_CHECK(gbCommSlotStaged(c, s, b->stream));
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
+  if (b->shared) {
+    op.seq = c->seq;
+    gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
+    GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s));
+    GB_CHECK(stageOut(b, s->buf, i, 0));
+    return gbSharedSlotsStaged(c, b->shared, s, b->stream, &op);
+  }
+  GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
+  char* slot = s->buf;
+  GB_CHECK(stageOut(b, slot, i, me));
+  GB_CHECK(gbCommSlotStaged(c, s, b->stream));
   op.kind = b->coll == GB_COLL_ALLGATHER ? GB_PROXY_ALLGATHER
             : b->coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER : GB_PROXY_ALLTOALL;
   op.group = &c->world.algo;
@@ -72,11 +87,39 @@ static gbResult_t front(blocks_t* b, size_t i) {
   return gbProxyPost(c->proxy, &op);
 }
 
+/* Over shared slots every rank's chunk is read where it lies: block j of
+ * rank r's part (all-to-all: j = me; reduce-scatter: all ranks' part of my
+ * block, folded x_0 op ... op x_(n-1) in rank order), my own from my send
+ * buffer. */
+static gbResult_t backShared(blocks_t* b, const gbSlot_t* s, size_t i) {
+  gbComm_t c = b->comm;
+  int n = c->nranks, me = c->rank;
+  size_t len = lenOf(b, i), at = i * b->m, es = b->es;
+  size_t mineAt = b->coll == GB_COLL_ALLGATHER ? 0 : (size_t)me * len; /* in each rank's part */
+  GB_CHECK(gbSharedSlotsArrived(c, b->shared, s, b->stream));
+  if (b->coll == GB_COLL_REDUCESCATTER) {
+    gbReduceArgs_t red = {.dst = b->recv + at * es, .nsrc = n, .count = len, .dtype = b->dt, .op = b->ops.host,
+                          .divisor = b->ops.divisor};
+    for (int r = 0; r < n; r++)
+      red.src[r] = r == me ? (const void*)(b->send + ((size_t)me * b->count + at) * es)
+                           : gbSharedSlotsDeviceAt(b->shared, r, s) + mineAt * es;
+    GB_CHECK(c->dev->reduceAsync(&red, b->stream));
+  } else {
+    for (int r = 0; r < n; r++) {
+      const char* mine = b->send + ((b->coll == GB_COLL_ALLGATHER ? 0 : (size_t)r * b->count) + at) * es;
+      const char* from = r == me ? mine : gbSharedSlotsAt(b->shared, r, s) + mineAt * es;
+      GB_CHECK(copy(b, b->recv + ((size_t)r * b->count + at) * es, from, len));
+    }
+  }
+  return gbSharedSlotsRead(c, b->shared, s, b->stream);
+}
+
 static gbResult_t back(blocks_t* b, size_t i) {
   gbComm_t c = b->comm;
   int n = c->nranks, me = c->rank;
   size_t len = lenOf(b, i), at = i * b->m;
   gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
+  if (b->shared) return backShared(b, s, i);
   GB_CHECK(gbCommSlotAwait(c, s, b->stream));
   char* slot = s->buf;
   if (b->coll == GB_COLL_REDUCESCATTER) {
@@ -150,6 +193,7 @@ static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, voi
                         c->staging.slotBytes);
     b.m = per;
     b.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
+    if (!(hasOp && b.ops.scale)) b.shared = c->world.slots; /* a PreMulSum contribution is scaled by the proxy */
   }
   c->seq++;
   gbTraceBegin(c, coll, count, dt, call.op, -1);

@@ -265,28 +265,38 @@ static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, siz
   return gbProxyPost(c->proxy, op); /* takes st */
 }
 
-gbResult_t gbSharedSlotsOut(gbComm_t c, gbSharedSlots_t* sh, const void* src, size_t bytes, void* stream,
-                            gbProxyOp_t* op, gbSlot_t* out) {
+gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSlot_t* out) {
   out->slot = sh->next++ % (size_t)sh->nslots;
   out->use = ++sh->uses[out->slot];
-  out->buf = sh->base + slotOffset(sh, sh->me, out->slot);
-  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, stream));
-  GB_CHECK(c->dev->copyAsync(out->buf, src, bytes, stream));
-  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, out->slot), out->use, stream));
-  return postStep(c, sh, op, out->slot, out->use, 0);
+  out->buf = gbSharedSlotsAt(sh, sh->me, out);
+  return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, stream);
 }
 
-gbResult_t gbSharedSlotsIn(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const void* mine, void* dst,
-                           const gbReduceArgs_t* red, void* stream) {
-  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_FULL, s->slot), s->use, stream));
-  gbReduceArgs_t r = *red;
-  r.dst = dst;
-  r.nsrc = sh->n;
-  for (int k = 0; k < sh->n; k++) r.src[k] = k == sh->me ? mine : sh->devBase + slotOffset(sh, k, s->slot);
-  GB_CHECK(c->dev->reduceAsync(&r, stream));
+gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream, gbProxyOp_t* op) {
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, stream));
+  return postStep(c, sh, op, s->slot, s->use, 0);
+}
+
+gbResult_t gbSharedSlotsArrived(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream) {
+  return c->dev->flagWait(flagOf(sh, FLAG_FULL, s->slot), s->use, stream);
+}
+
+gbResult_t gbSharedSlotsRead(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream) {
   GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_CONSUMED, s->slot), s->use, stream));
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
   op.seq = c->seq;
   return postStep(c, sh, &op, s->slot, s->use, 1);
 }
+
+char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {
+  return sh->base + slotOffset(sh, member, s->slot);
+}
+
+const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {
+  return sh->devBase + slotOffset(sh, member, s->slot);
+}
+
+int gbSharedSlotsMembers(const gbSharedSlots_t* sh) { return sh->n; }
+int gbSharedSlotsMe(const gbSharedSlots_t* sh) { return sh->me; }
+size_t gbSharedSlotsBytes(const gbSharedSlots_t* sh) { return sh->slotBytes; }

@@ -32,23 +32,33 @@ void gbSharedSlotsFree(gbComm_t comm, gbCommGroup_t* g);
  * waits end with it at once. */
 void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
 
-/* A chunk's way through the group's slots. The group numbers its slot uses
- * itself (every member sends the same chunks over the group, so the counts
- * agree), with four local flags per slot between the stream and the proxy.
+/* A chunk's way through the group's slots, in four steps on the caller's
+ * stream. The group numbers its slot uses itself (every member sends the
+ * same chunks over the group, so the counts agree), with four local flags
+ * per slot between the stream and the proxy.
  *
- * gbSharedSlotsOut: take the next slot (the stream waits until every member
- * read its last use), copy bytes from src into my part of it, mark it
- * staged; the proxy publishes `full` and waits for every member's. op holds
- * the walker's fields for the proxy (sequence, flight-recorder tag); this
- * fills the rest and posts it.
- *
- * gbSharedSlotsIn: the stream waits for that, then reduces every member's
- * chunk into dst (red: count, dtype, op, divisor, ring; my own contribution
- * is read from mine, the bits the others read from my slot), marks the slot
- * read; the proxy publishes `read` and waits for every member's. */
-gbResult_t gbSharedSlotsOut(gbComm_t comm, gbSharedSlots_t* sh, const void* src, size_t bytes, void* stream,
-                            gbProxyOp_t* op, gbSlot_t* out);
-gbResult_t gbSharedSlotsIn(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, const void* mine, void* dst,
-                           const gbReduceArgs_t* red, void* stream);
+ *  Take:    the next slot; the stream waits until every member read its
+ *           last use. The caller then copies its chunk to s->buf (its part).
+ *  Staged:  mark it staged; the proxy publishes `full` and waits for every
+ *           member's. op holds the walker's fields for the proxy (sequence,
+ *           flight-recorder tag); this fills the rest and posts it.
+ *  Arrived: the stream waits for that. The caller then reads the members'
+ *           parts (gbSharedSlotsAt for copies, gbSharedSlotsDeviceAt for
+ *           kernels).
+ *  Read:    mark it read; the proxy publishes `read` and waits for every
+ *           member's, which frees the slot for its next use.
+ * A member with nothing to send or read still takes every step. */
+gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, gbSlot_t* out);
+gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream, gbProxyOp_t* op);
+gbResult_t gbSharedSlotsArrived(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
+gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
+
+/* Member k's part of slot s: its host address, and the device's. */
+char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
+const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
+int gbSharedSlotsMembers(const gbSharedSlots_t* sh);
+int gbSharedSlotsMe(const gbSharedSlots_t* sh);
+/* Bytes of one member's part of a slot (GPUBRIDGE_CHUNK_BYTES, page-rounded). */
+size_t gbSharedSlotsBytes(const gbSharedSlots_t* sh);
 
 #endif
