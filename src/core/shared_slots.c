@@ -204,6 +204,13 @@ static int alive(const gbSharedSlots_t* sh, int k) {
   return kill(sh->pid[k], 0) == 0 || errno != ESRCH;
 }
 
+/* Notes whom the failure just set blames, as the transports do, so the
+ * cause this rank tells its peers names that rank (net.h). */
+static gbResult_t blame(gbResult_t res, const gbNetCause_t* cause) {
+  gbNetNoteFailure(gbErrorLast(), cause);
+  return res;
+}
+
 /* Why waiting on member k cannot go on (gbSuccess: it can). */
 static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, const step_t* st) {
   memberCtl_t* m = ctl(sh, k);
@@ -214,12 +221,14 @@ static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, c
     char msg[512];
     if (!gbNetCauseSanitize(&cause)) cause = (gbNetCause_t){.faultRank = sh->ranks[k], .seenBy = -1};
     gbNetCauseText(msg, sizeof(msg), sh->name, sh->ranks[k], &cause, " (shared staging slots)");
-    return gbErrorSet(gbRemoteError, "%s", msg);
+    return blame(gbErrorSet(gbRemoteError, "%s", msg), &cause);
   }
-  if (checkLife && !alive(sh, k))
-    return gbErrorSet(gbRemoteError, "%s: rank %d died or was killed while this rank waited for it %s chunk use %llu "
-                                     "of staging slot %zu (shared staging slots; see its log)",
-                      sh->name, sh->ranks[k], what, (unsigned long long)st->use, st->slot);
+  if (checkLife && !alive(sh, k)) {
+    gbResult_t res = gbErrorSet(gbRemoteError, "%s: rank %d died or was killed while this rank waited for it %s chunk "
+                                               "use %llu of staging slot %zu (shared staging slots; see its log)",
+                                sh->name, sh->ranks[k], what, (unsigned long long)st->use, st->slot);
+    return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[k], .seenBy = -1, .code = gbRemoteError});
+  }
   return gbSuccess;
 }
 
@@ -241,11 +250,13 @@ static gbResult_t counterStep(void* arg) {
     if (sh->abortFlag && __atomic_load_n(sh->abortFlag, __ATOMIC_ACQUIRE))
       return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
     int64_t now = gbClockNowNs();
-    if (now > deadline)
-      return gbErrorSet(gbTimeout, "%s: rank %d did not %s its chunk in staging slot %zu within %.0f s (it is stopped "
-                                   "or far behind; raise GPUBRIDGE_TIMEOUT if the job is just slow)",
-                        sh->name, sh->ranks[waiting], st->read ? "finish reading" : "stage", st->slot,
-                        sh->timeoutSec);
+    if (now > deadline) {
+      gbResult_t res = gbErrorSet(gbTimeout, "%s: rank %d did not %s its chunk in staging slot %zu within %.0f s (it is "
+                                             "stopped or far behind; raise GPUBRIDGE_TIMEOUT if the job is just slow)",
+                                  sh->name, sh->ranks[waiting], st->read ? "finish reading" : "stage", st->slot,
+                                  sh->timeoutSec);
+      return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[waiting], .seenBy = -1, .code = gbTimeout});
+    }
     gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS);
   }
 }

@@ -69,6 +69,50 @@ def load_cuda_nccl():
     return rt_name, nccl_name, nccl
 
 
+# The emulated-AMD rig (tests/gpu/emulated_amd, built with the tests): each
+# library and the variable that points a rank at it.
+RIG_LIBRARIES = {"hip": ("libamdhip64.so", "GPUBRIDGE_HIP_LIBRARY"),
+                 "rccl": ("librccl.so.1", "GPUBRIDGE_RCCL_LIBRARY"),
+                 "hiprtc": ("libhiprtc.so", "GPUBRIDGE_HIPRTC_LIBRARY")}
+
+
+def rig_libraries():
+    """{'hip': path, 'rccl': path, 'hiprtc': path}: the rig's libraries in this
+    build (absolute paths); fails when one is missing."""
+    rig = os.path.join(BUILD, "tests", "emulated_amd")
+    paths = {}
+    for key, (name, _) in RIG_LIBRARIES.items():
+        path = os.path.abspath(os.path.join(rig, name))
+        if not os.path.isfile(path):
+            fail("%s is missing: the emulated-AMD rig is built by tests/gpu/emulated_amd/CMakeLists.txt "
+                 "(add_subdirectory(gpu/emulated_amd) in tests/CMakeLists.txt)" % path)
+        paths[key] = path
+    return paths
+
+
+def rig_env(env, paths):
+    """env for a rank on the rig: the hip device, HIP, RCCL and hiprtc from paths (rig_libraries())."""
+    env = dict(env, GPUBRIDGE_DEVICE_BACKEND="hip")
+    for key, (_, variable) in RIG_LIBRARIES.items():
+        env[variable] = paths[key]
+    return env
+
+
+def find_nvrtc():
+    """(path or name of the NVRTC the rig's libhiprtc.so will load, or None; why
+    not). GB_RIG_NVRTC_LIBRARY is the rig's variable for it."""
+    given = os.environ.get("GB_RIG_NVRTC_LIBRARY", "")
+    names = [given] if given else ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    errors = []
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return name, ""
+        except OSError as e:
+            errors.append(str(e))
+    return None, "no NVRTC (tried %s; set GB_RIG_NVRTC_LIBRARY): %s" % (", ".join(names), errors[-1])
+
+
 def require_perf():
     if not BUILD or not os.access(os.path.join(BUILD, "bin", "gpubridge-perf"), os.X_OK):
         fail("GB_TEST_BUILD_DIR (%r) holds no bin/gpubridge-perf: build first" % BUILD)

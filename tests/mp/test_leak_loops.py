@@ -67,7 +67,9 @@ def run_job(suite, mode, vendors, cycles, warm, ops, heap_bound, rss_bound):
     finally:
         trials.kill_tagged(tag)
     lines = res.lines()
-    detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail(40))
+    # A rank's own FAIL line first: the abort modes flood the tail with warnings.
+    fails = [l for l in (res.out + "\n" + res.err).splitlines() if "FAIL" in l]
+    detail = "rc %s, %.1f s\n%s\n%s" % (res.rc, res.elapsed, "\n".join(fails[:10]), res.tail(40))
     print("%s: rc %s, %.1f s" % (name, res.rc, res.elapsed), flush=True)
     oks = [r for r in range(n) if any(l.startswith("ok:") for l in lines.get(r, []))]
     suite.check(res.rc == 0 and not res.timed_out and oks == list(range(n)),

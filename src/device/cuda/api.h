@@ -19,6 +19,7 @@ typedef void* gbCudaStream_t;          /* cudaStream_t; NULL is the legacy defau
 #define GB_CUDA_SUCCESS 0
 #define GB_CUDA_ERROR_INSUFFICIENT_DRIVER 35
 #define GB_CUDA_ERROR_NO_DEVICE 100
+#define GB_CUDA_ATTR_MULTIPROCESSOR_COUNT 16 /* cudaDevAttrMultiProcessorCount */
 
 /* Driver API (libcuda). */
 typedef int gbCuResult_t;               /* CUresult */

@@ -14,6 +14,7 @@
 #include "device/cuda/api.h"
 #include "device/cuda/cuda.h"
 #include "device/gpu/gpu.h"
+#include "device/gpu/kernels/kernels.h"
 
 /* Filled once by gbDeviceCudaOpen (under device.c's once-guard), read-only after. */
 static gbCudaApi_t api;
@@ -66,7 +67,9 @@ static gbResult_t bindRuntime(void) {
               SH(cudaHostGetDevicePointer, hostGetDevicePointer),
               SH(cudaStreamCreateWithFlags, streamCreateWithFlags), SH(cudaStreamDestroy, streamDestroy),
               SH(cudaStreamSynchronize, streamSynchronize), SH(cudaDeviceSynchronize, deviceSynchronize),
-              SH(cudaLaunchHostFunc, launchHostFunc), RT(cudaGetLastError), RT(cudaGetErrorString),
+              SH(cudaLaunchHostFunc, launchHostFunc), SH(cudaHostRegister, hostRegister),
+              SH(cudaHostUnregister, hostUnregister), SH(cudaDeviceGetAttribute, deviceGetAttribute),
+              RT(cudaGetLastError), RT(cudaGetErrorString),
               RT(cudaGetErrorName), RT(cudaRuntimeGetVersion), RT(cudaDriverGetVersion),
               RT(cudaDeviceGetPCIBusId)};
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
@@ -83,7 +86,9 @@ static gbResult_t bindDriver(void) {
     const char* name;
     void* field;
   } syms[] = {RT(cuInit), RT(cuDeviceGet), RT(cuDeviceGetAttribute), RT(cuDeviceGetName),
-              RT(cuGetErrorString), RT(cuGetErrorName)};
+              RT(cuGetErrorString), RT(cuGetErrorName), SH(cuModuleLoadData, moduleLoadData),
+              SH(cuModuleGetFunction, moduleGetFunction), SH(cuModuleUnload, moduleUnload),
+              SH(cuLaunchKernel, launchKernel)};
   for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
     if (!gbGpuSymbolBind(api.drvHandle, syms[i].name, syms[i].field))
       return gbErrorSet(gbUnhandledCudaError, "the CUDA driver library %s has no symbol %s; update the driver",
@@ -92,6 +97,15 @@ static gbResult_t bindDriver(void) {
 }
 #undef SH
 #undef RT
+
+/* The reduction kernels: the embedded PTX, which the driver compiles for
+ * this GPU when the module loads. */
+static gbResult_t kernelImage(const void** image, void** owned) {
+  GB_INFO(GB_LOG_DEVICE, "cuda: loading the reduction kernels' PTX (%s)", gbGpuKernelsCompiler);
+  *image = gbGpuKernelsPtx;
+  *owned = NULL;
+  return gbSuccess;
+}
 
 /* The names device/gpu puts in the ops table and its messages. */
 static void describe(void) {
@@ -105,6 +119,13 @@ static void describe(void) {
   rt->visibleVars[0] = "CUDA_VISIBLE_DEVICES";
   rt->fail = gbDeviceCudaFail;
   rt->memOpFail = gbDeviceCudaDriverFail;
+  rt->attrMultiprocessorCount = GB_CUDA_ATTR_MULTIPROCESSOR_COUNT;
+  rt->kernelImage = kernelImage;
+  rt->modulePrefix = "cu";
+  rt->launchName = "cuLaunchKernel";
+  rt->moduleHint = "the driver compiles their PTX, made by CUDA 13's nvcc: it must be a driver for CUDA 13 or "
+                   "newer; update the NVIDIA driver";
+  rt->moduleFail = gbDeviceCudaDriverFail;
 }
 
 /* Loads the runtime. *found = 0 with why when none is here. */

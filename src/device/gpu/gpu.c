@@ -162,6 +162,9 @@ void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops) {
   ops->flagsMap = gbGpuFlagsMap;
   ops->flagWriteMapped = gbGpuFlagWriteMapped;
   ops->launchHostFn = NULL; /* island work on a GPU is the vendor library's */
+  ops->hostRegister = gbGpuHostRegister;
+  ops->hostUnregister = gbGpuHostUnregister;
+  ops->reduceAsync = gbGpuReduceAsync;
   ops->deviceSynchronize = deviceSynchronize;
   ops->identify = NULL;
 }

@@ -23,6 +23,8 @@ typedef void (*gbGpuHostFn_t)(void*); /* cudaHostFn_t / hipHostFn_t */
 #define GB_GPU_HOST_ALLOC_PORTABLE 1u
 #define GB_GPU_HOST_ALLOC_MAPPED 2u
 #define GB_GPU_STREAM_NON_BLOCKING 1u
+#define GB_GPU_HOST_REGISTER_PORTABLE 1u /* cudaHostRegisterPortable = hipHostRegisterPortable */
+#define GB_GPU_HOST_REGISTER_MAPPED 2u
 
 /* How flags are signalled on a stream; the value is the word width. */
 typedef enum {
@@ -64,6 +66,34 @@ typedef struct {
   gbGpuError_t (*deviceSynchronize)(void);
   gbGpuError_t (*launchHostFunc)(gbGpuStream_t, gbGpuHostFn_t, void*); /* needed in GB_GPU_FLAGS_HOSTFN */
 
+  /* For the bridge's GPU work (reduce.c). The HIP backend binds these and
+   * the module ones below optionally: NULL makes hostRegister or reduceAsync
+   * fail, naming the missing entry point. */
+  gbGpuError_t (*hostRegister)(void*, size_t, unsigned int);
+  gbGpuError_t (*hostUnregister)(void*);
+  gbGpuError_t (*deviceGetAttribute)(int*, int, int);
+  int attrMultiprocessorCount; /* its attribute for the SM (CU) count: CUDA 16, HIP 63 */
+
+  /* The reduction kernels. kernelImage makes, once, what moduleLoadData
+   * loads: CUDA the embedded PTX, HIP the embedded source compiled by
+   * hiprtc; *owned is malloc'd memory kept while the module lives (NULL:
+   * none). The module entry
+   * points share their signatures: cuModuleLoadData, cuModuleGetFunction,
+   * cuModuleUnload, cuLaunchKernel (driver; CUmodule and CUfunction are
+   * pointers, a runtime stream is a CUstream) and hipModuleLoadData, ...,
+   * hipModuleLaunchKernel. moduleFail translates their codes. */
+  gbResult_t (*kernelImage)(const void** image, void** owned);
+  gbGpuError_t (*moduleLoadData)(void** module, const void* image);
+  gbGpuError_t (*moduleGetFunction)(void** function, void* module, const char* name);
+  gbGpuError_t (*moduleUnload)(void* module);
+  gbGpuError_t (*launchKernel)(void* function, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                               unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes,
+                               gbGpuStream_t stream, void** params, void** extra);
+  const char* modulePrefix; /* "cu" / "hip": names the module calls in messages ("cuModuleLoadData") */
+  const char* launchName;   /* "cuLaunchKernel" / "hipModuleLaunchKernel" */
+  const char* moduleHint;   /* what a failed moduleLoadData likely means, and what to do */
+  gbGpuFailFn_t moduleFail;
+
   /* The backend's stream memory ops for mode bits (32 or 64): write value, or
    * wait until the word >= value, at the device address addr. They return the
    * code memOpFail translates (CUDA: a driver CUresult). */
@@ -92,6 +122,12 @@ gbResult_t gbGpuMakeCurrent(const gbGpuRuntime_t* rt);
 void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops);
 /* That runtime; NULL before gbGpuOpsFill. */
 const gbGpuRuntime_t* gbGpuActive(void);
+
+/* Host memory registration and the reduction kernels over the runtime
+ * gbGpuOpsFill chose (reduce.c): the ops of the same names. */
+gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr);
+gbResult_t gbGpuHostUnregister(void* ptr);
+gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* args, void* stream);
 
 /* Flag ops over the runtime gbGpuOpsFill chose (flag.c). */
 gbResult_t gbGpuFlagWrite(gbFlag_t* flag, uint64_t value, void* stream);

@@ -6,8 +6,12 @@
  *   hipErrorNotReady 600 (hipError_t, hip_runtime_api.h);
  *   hipMemcpyDefault 4 (hipMemcpyKind, driver_types.h);
  *   hipHostMallocPortable 0x1, hipHostMallocMapped 0x2, hipStreamNonBlocking 0x01,
- *   hipStreamWaitValueGte 0x0 (#defines in hip_runtime_api.h).
- * The first three match CUDA's and are device/gpu's GB_GPU_* values.
+ *   hipHostRegisterPortable 0x1, hipHostRegisterMapped 0x2,
+ *   hipStreamWaitValueGte 0x0 (#defines in hip_runtime_api.h);
+ *   hipDeviceAttributeMultiprocessorCount 63 (hipDeviceAttribute_t, counted
+ *   from hipDeviceAttributeCudaCompatibleBegin = 0; the same in ROCm 6 and 7).
+ * The memcpy kind and the host and stream flags match CUDA's and are
+ * device/gpu's GB_GPU_* values; the attribute does not (CUDA's is 16).
  * Signatures as in hip_runtime_api.h; C has no default arguments, so the
  * wait-value masks are passed explicitly. The runtime entry points shared
  * with CUDA live in the table's rt (device/gpu/gpu.h), bound from the hip*
@@ -32,6 +36,7 @@ typedef struct {
 #define GB_HIP_ERROR_INSUFFICIENT_DRIVER 35
 #define GB_HIP_ERROR_NO_DEVICE 100
 #define GB_HIP_ERROR_NOT_READY 600
+#define GB_HIP_ATTR_MULTIPROCESSOR_COUNT 63 /* hipDeviceAttributeMultiprocessorCount */
 #define GB_HIP_STREAM_WAIT_VALUE_GTE 0x0u    /* waits until (*ptr & mask) >= value */
 #define GB_HIP_MASK_32 0xFFFFFFFFu
 #define GB_HIP_MASK_64 0xFFFFFFFFFFFFFFFFull
@@ -74,5 +79,11 @@ gbResult_t gbDeviceHipFail(gbHipError_t err, const char* fmt, ...) __attribute__
  * a private stream (flag.c); host functions when neither works. Sets
  * rt.writeValue / rt.waitValue. */
 gbResult_t gbDeviceHipFlagModeChoose(gbHipApi_t* api);
+
+/* The reduction kernels for this GPU: the embedded source (device/gpu/kernels)
+ * compiled by hiprtc, loaded with dlopen (GPUBRIDGE_HIPRTC_LIBRARY, else
+ * libhiprtc.so.7, .6, libhiprtc.so). *image is the code object, *owned the
+ * same malloc'd memory, the caller's (rtc.c). */
+gbResult_t gbDeviceHipKernelImage(const void** image, void** owned);
 
 #endif

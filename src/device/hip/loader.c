@@ -74,14 +74,19 @@ static gbResult_t bindRuntime(void) {
                         "the HIP runtime %s has no symbol %s: it is too old or not a HIP runtime; "
                         "use ROCm 6 or newer (GPUBRIDGE_HIP_LIBRARY names another)",
                         api.name, syms[i].name);
-  /* Optional ones: messages, versions, identity, and the flag paths flag.c chooses among. */
+  /* Optional ones: messages, versions, identity, the flag paths flag.c
+   * chooses among, and the bridge's GPU work (device/gpu/reduce.c says when
+   * one is missing). */
   struct {
     const char* name;
     void* field;
   } optional[] = {SYM(hipGetErrorName), SYM(hipRuntimeGetVersion), SYM(hipDriverGetVersion), SYM(hipDeviceGet),
                   SYM(hipDeviceGetUuid), SYM(hipDeviceGetPCIBusId), SH(hipLaunchHostFunc, launchHostFunc),
                   SYM(hipStreamWriteValue32), SYM(hipStreamWriteValue64), SYM(hipStreamWaitValue32),
-                  SYM(hipStreamWaitValue64)};
+                  SYM(hipStreamWaitValue64), SH(hipHostRegister, hostRegister),
+                  SH(hipHostUnregister, hostUnregister), SH(hipDeviceGetAttribute, deviceGetAttribute),
+                  SH(hipModuleLoadData, moduleLoadData), SH(hipModuleGetFunction, moduleGetFunction),
+                  SH(hipModuleUnload, moduleUnload), SH(hipModuleLaunchKernel, launchKernel)};
   for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
     (void)gbGpuSymbolBind(api.handle, optional[i].name, optional[i].field);
   return gbSuccess;
@@ -102,6 +107,12 @@ static void describe(void) {
   rt->visibleVars[1] = "ROCR_VISIBLE_DEVICES";
   rt->fail = gbDeviceHipFail;
   rt->memOpFail = gbDeviceHipFail;
+  rt->attrMultiprocessorCount = GB_HIP_ATTR_MULTIPROCESSOR_COUNT;
+  rt->kernelImage = gbDeviceHipKernelImage;
+  rt->modulePrefix = "hip";
+  rt->launchName = "hipModuleLaunchKernel";
+  rt->moduleHint = "hiprtc compiled them for this GPU; check that the ROCm runtime and hiprtc are the same release";
+  rt->moduleFail = gbDeviceHipFail;
 }
 
 static void unload(void) {

@@ -2,7 +2,9 @@
  * gpubridge's hip device with the CUDA runtime and driver of an NVIDIA GPU,
  * so that a rank runs as an AMD rank (device/hip + island/rccl) on an NVIDIA
  * machine. Only the calls device/hip makes are here, and the event calls
- * gpubridge-perf times with (tools/perf/events.c).
+ * gpubridge-perf times with (tools/perf/events.c). Modules load what the
+ * rig's libhiprtc.so (hiprtc_on_nvrtc.c) makes: PTX, which the CUDA driver
+ * compiles (hipModule* = cuModule*, hipModuleLaunchKernel = cuLaunchKernel).
  *
  * It exports gbEmulatedAmd: device/hip finds it with dlsym and labels the rank
  * "emulated AMD" (log mode) and "amd-emulated" (island vendor), so no log line
@@ -24,6 +26,10 @@
  *     is unsigned; they agree for the values below 2^63 that flags use.
  *     CUDA has no mask: a mask other than all ones is refused.)
  *   hipStreamWriteValue flags ("reserved"): CU_STREAM_WRITE_VALUE_DEFAULT 0x0.
+ *   hipHostRegisterDefault 0x0, Portable 0x1, Mapped 0x2, IoMemory 0x4, ReadOnly 0x8
+ *                                               = cudaHostRegisterDefault .. ReadOnly, the same values
+ *   hipDeviceAttributeMultiprocessorCount 63    = cudaDevAttrMultiProcessorCount 16 (the only
+ *     attribute served; others are refused)
  *   error codes: the values that mean the same on both sides pass through
  *     (table below); any other becomes hipErrorUnknown (999), and
  *     hipGetErrorString tells the CUDA code, name and text. */
@@ -67,9 +73,12 @@ typedef struct {
 /* Codes with the same meaning in hipError_t, cudaError_t and CUresult:
  * success, invalid value, out of memory, not initialized, deinitialized,
  * invalid device pointer, invalid memcpy direction, insufficient driver, no
- * device, invalid device, invalid image, invalid context, invalid handle, not
- * ready, illegal address, launch failure, not supported, unknown. */
-static const int sameCodes[] = {0, 1, 2, 3, 4, 17, 21, 35, 100, 101, 200, 201, 400, 600, 700, 719, 801, 999};
+ * device, invalid device, invalid image, invalid context, no binary for the
+ * GPU, invalid PTX (hipErrorInvalidKernelFile), invalid handle, not found,
+ * not ready, illegal address, launch out of resources, host memory already
+ * registered, not registered, launch failure, not supported, unknown. */
+static const int sameCodes[] = {0,   1,   2,   3,   4,   17,  21,  35,  100, 101, 200, 201, 209,
+                                218, 400, 500, 600, 700, 701, 712, 713, 719, 801, 999};
 
 static struct {
   void* rt;
@@ -101,11 +110,19 @@ static struct {
   const char* (*cudaGetErrorName)(int);
   int (*cudaRuntimeGetVersion)(int*);
   int (*cudaDriverGetVersion)(int*);
+  int (*cudaHostRegister)(void*, size_t, unsigned int);
+  int (*cudaHostUnregister)(void*);
+  int (*cudaDeviceGetAttribute)(int*, int, int);
   int (*cuInit)(unsigned int);
   int (*cuDeviceGet)(int*, int);
   int (*cuDeviceGetUuid)(hipUUID*, int); /* _v2, else v1 */
   int (*cuGetErrorString)(int, const char**);
   int (*cuGetErrorName)(int, const char**);
+  int (*cuModuleLoadData)(void**, const void*);
+  int (*cuModuleGetFunction)(void**, void*, const char*);
+  int (*cuModuleUnload)(void*);
+  int (*cuLaunchKernel)(void*, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, void*, void**, void**);
   /* NULL where the driver lacks them: the calls then say "not supported". */
   int (*cuStreamWriteValue32)(void*, unsigned long long, uint32_t, unsigned int);
   int (*cuStreamWriteValue64)(void*, unsigned long long, uint64_t, unsigned int);
@@ -159,8 +176,10 @@ static void load(void) {
             RT(cudaDeviceSynchronize), RT(cudaDeviceGetPCIBusId), RT(cudaLaunchHostFunc),
             RT(cudaEventCreate), RT(cudaEventRecord), RT(cudaEventSynchronize), RT(cudaEventElapsedTime),
             RT(cudaEventDestroy), RT(cudaGetLastError), RT(cudaGetErrorString), RT(cudaGetErrorName),
-            RT(cudaRuntimeGetVersion), RT(cudaDriverGetVersion)},
-    drv[] = {RT(cuInit), RT(cuDeviceGet), RT(cuGetErrorString), RT(cuGetErrorName)};
+            RT(cudaRuntimeGetVersion), RT(cudaDriverGetVersion), RT(cudaHostRegister), RT(cudaHostUnregister),
+            RT(cudaDeviceGetAttribute)},
+    drv[] = {RT(cuInit), RT(cuDeviceGet), RT(cuGetErrorString), RT(cuGetErrorName), RT(cuModuleLoadData),
+             RT(cuModuleGetFunction), RT(cuModuleUnload), RT(cuLaunchKernel)};
   for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
     if (!bindSym(cu.rt, rt[i].name, rt[i].field)) {
       snprintf(cu.error, sizeof(cu.error), "emulated AMD rig: the CUDA runtime has no %s", rt[i].name);
@@ -296,6 +315,20 @@ hipError_t hipDriverGetVersion(int* v) {
   return fromRuntime(cu.cudaDriverGetVersion(v));
 }
 
+#define HIP_ATTR_MULTIPROCESSOR_COUNT 63
+#define CUDA_ATTR_MULTIPROCESSOR_COUNT 16
+
+hipError_t hipDeviceGetAttribute(int* value, int attr, int device) {
+  READY();
+  if (attr != HIP_ATTR_MULTIPROCESSOR_COUNT) {
+    lastCode = HIP_ERROR_INVALID_VALUE;
+    snprintf(lastText, sizeof(lastText), "emulated AMD rig: hipDeviceGetAttribute(%d) is not served (only %d, "
+             "the multiprocessor count)", attr, HIP_ATTR_MULTIPROCESSOR_COUNT);
+    return HIP_ERROR_INVALID_VALUE;
+  }
+  return fromRuntime(cu.cudaDeviceGetAttribute(value, CUDA_ATTR_MULTIPROCESSOR_COUNT, device));
+}
+
 /* ------------------------------------------------------------- memory */
 
 hipError_t hipMalloc(void** ptr, size_t bytes) {
@@ -340,6 +373,19 @@ hipError_t hipHostFree(void* ptr) {
 hipError_t hipHostGetDevicePointer(void** devPtr, void* hostPtr, unsigned int flags) {
   READY();
   return fromRuntime(cu.cudaHostGetDevicePointer(devPtr, hostPtr, flags));
+}
+
+#define HIP_HOST_REGISTER_FLAGS 0xFu /* Default 0, Portable 1, Mapped 2, IoMemory 4, ReadOnly 8: CUDA's values */
+
+hipError_t hipHostRegister(void* hostPtr, size_t bytes, unsigned int flags) {
+  READY();
+  if (flags & ~HIP_HOST_REGISTER_FLAGS) return HIP_ERROR_INVALID_VALUE;
+  return fromRuntime(cu.cudaHostRegister(hostPtr, bytes, flags));
+}
+
+hipError_t hipHostUnregister(void* hostPtr) {
+  READY();
+  return fromRuntime(cu.cudaHostUnregister(hostPtr));
 }
 
 /* ------------------------------------------------------------ streams */
@@ -437,4 +483,32 @@ hipError_t hipStreamWaitValue64(hipStream_t stream, void* ptr, uint64_t value, u
   if (!waitFlags(flags, &cf)) return HIP_ERROR_INVALID_VALUE;
   if (mask != 0xFFFFFFFFFFFFFFFFull || cu.cuStreamWaitValue64 == NULL) return HIP_ERROR_NOT_SUPPORTED;
   return fromDriver(cu.cuStreamWaitValue64(stream, (unsigned long long)(uintptr_t)ptr, value, cf));
+}
+
+/* ------------------------------------------------------------ modules */
+/* A hipModule_t is a CUmodule, a hipFunction_t a CUfunction; the image is
+ * PTX text (the rig's hiprtc makes it with NVRTC). The current context is
+ * the primary one hipSetDevice (cudaSetDevice) made current. */
+
+hipError_t hipModuleLoadData(void** module, const void* image) {
+  READY();
+  return fromDriver(cu.cuModuleLoadData(module, image));
+}
+
+hipError_t hipModuleGetFunction(void** function, void* module, const char* name) {
+  READY();
+  return fromDriver(cu.cuModuleGetFunction(function, module, name));
+}
+
+hipError_t hipModuleUnload(void* module) {
+  READY();
+  return fromDriver(cu.cuModuleUnload(module));
+}
+
+hipError_t hipModuleLaunchKernel(void* function, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                                 unsigned int blockX, unsigned int blockY, unsigned int blockZ,
+                                 unsigned int sharedBytes, hipStream_t stream, void** params, void** extra) {
+  READY();
+  return fromDriver(
+      cu.cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes, stream, params, extra));
 }

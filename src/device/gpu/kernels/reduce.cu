@@ -1,0 +1,337 @@
+/* The reduction kernels a GPU runs for reduceAsync (device/device.h), loaded
+ * at run time: as PTX through the CUDA driver, or compiled by hiprtc on AMD
+ * (embed.py embeds this file both ways). CUDA C++ that is also HIP; no header.
+ *
+ * dst = the fold of src[0..nsrc-1] with gbReduceOrdered's order and bits
+ * (src/base/dtype.c, docs/REDUCTION_ORDER.md): left to right; with ring and
+ * nsrc >= 3, ring slice j = [floor(j*count/n), floor((j+1)*count/n)) folded
+ * from member (j+1) mod n. float16/bfloat16 widen to float with the host's bit
+ * conversions and round back at every step; integers wrap (sum, prod in the
+ * unsigned type; max, min compare signed); avg is sum, then one division
+ * (floats only). No contraction (built with -fmad=false / -ffp-contract=off),
+ * no flushing of subnormals, IEEE division.
+ * NaN: GPUs give a canonical NaN of their own where the host keeps an
+ * operand's, so each op decides NaN results as the host's FPU does
+ * (nanRule, set by the caller from the host architecture): a NaN operand
+ * comes back quieted (the left one first; with GB_NAN_SIGNALING_FIRST a
+ * signaling one first), and an invalid operation gives the default NaN
+ * (negative on x86-64; GB_NAN_DEFAULT_POSITIVE on Arm).
+ *
+ * One kernel per type and op, gb_reduce_<type>_<op>, taking gbReduceKernelArgs
+ * by value (its C twin is in device/gpu/reduce.c). Grid-stride over each
+ * slice; a thread folds GB_REDUCE_UNROLL elements a block apart, loading them
+ * from one source together, so loads stay in flight while others wait
+ * (sources may be host memory read over PCIe; the caller launches enough
+ * blocks to fill the GPU), and a warp's loads are contiguous. A thread reads
+ * the elements it writes and no others, so dst may be one of the sources. */
+
+#define GB_REDUCE_MAX_SRCS 8
+#define GB_REDUCE_THREADS 256 /* the block size the caller launches with */
+#define GB_REDUCE_UNROLL 2
+#define GB_NAN_SIGNALING_FIRST 1u
+#define GB_NAN_DEFAULT_POSITIVE 2u
+
+#ifndef GB_LAUNCH_BOUNDS
+#define GB_LAUNCH_BOUNDS __launch_bounds__(GB_REDUCE_THREADS)
+#endif
+/* The 16-bit conversions are called, not inlined at every use: smaller code,
+ * and the kernels wait on memory, not on instructions. */
+#ifndef GB_NOINLINE
+#define GB_NOINLINE __noinline__
+#endif
+
+typedef unsigned char gbU8;
+typedef signed char gbI8;
+typedef unsigned short gbU16;
+typedef unsigned int gbU32;
+typedef unsigned long long gbU64;
+typedef long long gbI64;
+
+struct gbReduceKernelArgs {
+  void* dst;
+  const void* src[GB_REDUCE_MAX_SRCS];
+  int nsrc;
+  gbU64 count;
+  int divisor;      /* > 0: divide every finished element (floating types) */
+  int ring;         /* ring order when nsrc >= 3 */
+  gbU32 nanRule;    /* GB_NAN_* */
+};
+
+/* ------------------------------------------------------------ bit casts */
+
+static __device__ inline gbU32 fbits(float f) {
+  union { float f; gbU32 u; } v;
+  v.f = f;
+  return v.u;
+}
+static __device__ inline float bitsf(gbU32 u) {
+  union { float f; gbU32 u; } v;
+  v.u = u;
+  return v.f;
+}
+static __device__ inline gbU64 dbits(double d) {
+  union { double d; gbU64 u; } v;
+  v.d = d;
+  return v.u;
+}
+static __device__ inline double bitsd(gbU64 u) {
+  union { double d; gbU64 u; } v;
+  v.u = u;
+  return v.d;
+}
+
+/* ------------------------------------------- NaN as the host's FPU gives it */
+
+static __device__ inline float quiet(float x) { return bitsf(fbits(x) | 0x00400000u); }
+static __device__ inline double quiet(double x) { return bitsd(dbits(x) | 0x0008000000000000ull); }
+static __device__ inline bool signaling(float x) { return x != x && !(fbits(x) & 0x00400000u); }
+static __device__ inline bool signaling(double x) { return x != x && !(dbits(x) & 0x0008000000000000ull); }
+static __device__ inline float defaultNaN(float, gbU32 rule) {
+  return bitsf(rule & GB_NAN_DEFAULT_POSITIVE ? 0x7fc00000u : 0xffc00000u);
+}
+static __device__ inline double defaultNaN(double, gbU32 rule) {
+  return bitsd(rule & GB_NAN_DEFAULT_POSITIVE ? 0x7ff8000000000000ull : 0xfff8000000000000ull);
+}
+
+/* x or y is NaN: the one the host returns. */
+template <typename F>
+static __device__ inline F pickNaN(F x, F y, gbU32 rule) {
+  if (rule & GB_NAN_SIGNALING_FIRST) {
+    if (signaling(x)) return quiet(x);
+    if (signaling(y)) return quiet(y);
+  }
+  return x != x ? quiet(x) : quiet(y);
+}
+
+template <typename F>
+static __device__ inline F nanAdd(F x, F y, gbU32 rule) {
+  if (x != x || y != y) return pickNaN(x, y, rule);
+  F r = x + y;
+  return r != r ? defaultNaN(r, rule) : r;
+}
+
+template <typename F>
+static __device__ inline F nanMul(F x, F y, gbU32 rule) {
+  if (x != x || y != y) return pickNaN(x, y, rule);
+  F r = x * y;
+  return r != r ? defaultNaN(r, rule) : r;
+}
+
+/* Divisor > 0 and finite: only a NaN dividend gives NaN. */
+template <typename F>
+static __device__ inline F nanDiv(F x, F d) {
+  return x != x ? quiet(x) : x / d;
+}
+
+/* base/dtype.c's FMAX/FMIN: a NaN operand as it is (left first), else the
+ * compare with the right operand on a tie. */
+template <typename F>
+static __device__ inline F hostMax(F a, F b) {
+  return a != a ? a : b != b ? b : a > b ? a : b;
+}
+template <typename F>
+static __device__ inline F hostMin(F a, F b) {
+  return a != a ? a : b != b ? b : a < b ? a : b;
+}
+
+/* ------------------------------ float16 / bfloat16 (base/dtype.c, ported) */
+/* The two called ones have external linkage: nvcc names a static function
+ * after the file's path, and the embedded PTX must not depend on where the
+ * checkout lives. */
+
+__device__ GB_NOINLINE float reduceHalfToFloat(gbU16 h) {
+  gbU32 sign = (gbU32)(h & 0x8000) << 16;
+  gbU32 exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0x1f) return bitsf(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0));
+  if (exp == 0) {
+    if (mant == 0) return bitsf(sign);
+    int e = -14;
+    while (!(mant & 0x400)) {
+      mant <<= 1;
+      e--;
+    }
+    return bitsf(sign | (gbU32)(e + 127) << 23 | (mant & 0x3ff) << 13);
+  }
+  return bitsf(sign | (exp - 15 + 127) << 23 | mant << 13);
+}
+
+__device__ GB_NOINLINE gbU16 reduceFloatToHalf(float f) {
+  gbU32 x = fbits(f);
+  gbU16 sign = (gbU16)((x >> 16) & 0x8000);
+  gbU32 a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (gbU16)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
+  if (a >= 0x47800000u) return (gbU16)(sign | 0x7c00);
+  if (a >= 0x38800000u) {
+    gbU32 h = (a >> 13) - ((127 - 15) << 10), rest = a & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+    return (gbU16)(sign | h);
+  }
+  gbU32 shift = 126 - (a >> 23);
+  if (shift > 24) return sign;
+  gbU32 mant = (a & 0x7fffff) | 0x800000;
+  gbU32 h = mant >> shift, rest = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  if (rest > halfway || (rest == halfway && (h & 1))) h++;
+  return (gbU16)(sign | h);
+}
+
+static __device__ inline float bf16ToFloat(gbU16 b) {
+  gbU32 x = (gbU32)b << 16;
+  if ((x & 0x7fffffffu) > 0x7f800000u) x |= 0x00400000u;
+  return bitsf(x);
+}
+
+static __device__ inline gbU16 floatToBf16(float f) {
+  gbU32 x = fbits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (gbU16)((x >> 16) | 0x0040);
+  x += 0x7fffu + ((x >> 16) & 1);
+  return (gbU16)(x >> 16);
+}
+
+/* ------------------------------------------------------------------- ops */
+/* Each: T apply(T acc, T in, rule) and T finish(T acc, divisor, rule). */
+
+template <typename T>
+struct IntSum {
+  static __device__ inline T apply(T x, T y, gbU32) { return (T)(x + y); }
+  static __device__ inline T finish(T x, int, gbU32) { return x; }
+};
+template <typename T>
+struct IntProd {
+  static __device__ inline T apply(T x, T y, gbU32) { return (T)(x * y); }
+  static __device__ inline T finish(T x, int, gbU32) { return x; }
+};
+template <typename T>
+struct IntMax {
+  static __device__ inline T apply(T x, T y, gbU32) { return x > y ? x : y; }
+  static __device__ inline T finish(T x, int, gbU32) { return x; }
+};
+template <typename T>
+struct IntMin {
+  static __device__ inline T apply(T x, T y, gbU32) { return x < y ? x : y; }
+  static __device__ inline T finish(T x, int, gbU32) { return x; }
+};
+
+/* float and double: divide by the divisor in the type, as gbDivideBy. */
+template <typename F>
+static __device__ inline F divideBy(F x, int divisor) {
+  return divisor > 0 ? nanDiv(x, (F)divisor) : x;
+}
+template <typename F>
+struct FSum {
+  static __device__ inline F apply(F x, F y, gbU32 r) { return nanAdd(x, y, r); }
+  static __device__ inline F finish(F x, int d, gbU32) { return divideBy(x, d); }
+};
+template <typename F>
+struct FProd {
+  static __device__ inline F apply(F x, F y, gbU32 r) { return nanMul(x, y, r); }
+  static __device__ inline F finish(F x, int d, gbU32) { return divideBy(x, d); }
+};
+template <typename F>
+struct FMax {
+  static __device__ inline F apply(F x, F y, gbU32) { return hostMax(x, y); }
+  static __device__ inline F finish(F x, int d, gbU32) { return divideBy(x, d); }
+};
+template <typename F>
+struct FMin {
+  static __device__ inline F apply(F x, F y, gbU32) { return hostMin(x, y); }
+  static __device__ inline F finish(F x, int d, gbU32) { return divideBy(x, d); }
+};
+
+/* 16-bit floats: widen, apply in float, round back (every step, and the division). */
+struct Half {
+  static __device__ inline float in(gbU16 v) { return reduceHalfToFloat(v); }
+  static __device__ inline gbU16 out(float f) { return reduceFloatToHalf(f); }
+};
+struct Bf16 {
+  static __device__ inline float in(gbU16 v) { return bf16ToFloat(v); }
+  static __device__ inline gbU16 out(float f) { return floatToBf16(f); }
+};
+template <typename C, typename FOp>
+struct Narrow {
+  static __device__ inline gbU16 apply(gbU16 x, gbU16 y, gbU32 r) { return C::out(FOp::apply(C::in(x), C::in(y), r)); }
+  static __device__ inline gbU16 finish(gbU16 x, int d, gbU32) { return d > 0 ? C::out(divideBy(C::in(x), d)) : x; }
+};
+
+/* ---------------------------------------------------------------- kernel */
+
+/* Elements [begin, end) folded from member first, going around. */
+template <typename T, typename Op>
+static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end) {
+  const int n = a.nsrc;
+  const gbU32 rule = a.nanRule;
+  T* dst = (T*)a.dst;
+  const gbU64 block = (gbU64)blockDim.x;
+  const gbU64 step = (gbU64)gridDim.x * block * GB_REDUCE_UNROLL;
+  for (gbU64 base = begin + (gbU64)blockIdx.x * block * GB_REDUCE_UNROLL + threadIdx.x; base < end; base += step) {
+    T acc[GB_REDUCE_UNROLL];
+    int k = first;
+#pragma unroll 1
+    for (int s = 0; s < n; s++) {
+      const T* p = (const T*)a.src[k];
+      k = k + 1 == n ? 0 : k + 1;
+      T v[GB_REDUCE_UNROLL];
+#pragma unroll
+      for (int u = 0; u < GB_REDUCE_UNROLL; u++) {
+        gbU64 i = base + (gbU64)u * block;
+        if (i < end) v[u] = p[i];
+      }
+#pragma unroll
+      for (int u = 0; u < GB_REDUCE_UNROLL; u++)
+        if (base + (gbU64)u * block < end) acc[u] = s == 0 ? v[u] : Op::apply(acc[u], v[u], rule);
+    }
+#pragma unroll
+    for (int u = 0; u < GB_REDUCE_UNROLL; u++) {
+      gbU64 i = base + (gbU64)u * block;
+      if (i < end) dst[i] = Op::finish(acc[u], a.divisor, rule);
+    }
+  }
+}
+
+/* Without ring order (or under 3 sources) the whole range is one slice from
+ * member 0; slice j ends where slice j + 1 begins. */
+template <typename T, typename Op>
+static __device__ inline void reduceAll(const gbReduceKernelArgs& a) {
+  const int n = a.nsrc;
+  if (n < 1 || n > GB_REDUCE_MAX_SRCS) return;
+  const gbU64 slices = a.ring && n >= 3 ? (gbU64)n : 1;
+  gbU64 b = 0;
+#pragma unroll 1
+  for (gbU64 j = 0; j < slices; j++) {
+    gbU64 e = a.count * (j + 1) / slices;
+    reduceSlice<T, Op>(a, slices == 1 || j + 1 == slices ? 0 : (int)j + 1, b, e);
+    b = e;
+  }
+}
+
+/* The op is the variadic part: its template arguments hold commas. */
+#define GB_KERNEL(NAME, T, ...) \
+  extern "C" __global__ void GB_LAUNCH_BOUNDS gb_reduce_##NAME(gbReduceKernelArgs a) { reduceAll<T, __VA_ARGS__>(a); }
+
+#define GB_INT_KERNELS(NAME, T, UT)        \
+  GB_KERNEL(NAME##_sum, UT, IntSum<UT>)    \
+  GB_KERNEL(NAME##_prod, UT, IntProd<UT>)  \
+  GB_KERNEL(NAME##_max, T, IntMax<T>)      \
+  GB_KERNEL(NAME##_min, T, IntMin<T>)
+
+#define GB_FLOAT_KERNELS(NAME, F)         \
+  GB_KERNEL(NAME##_sum, F, FSum<F>)       \
+  GB_KERNEL(NAME##_prod, F, FProd<F>)     \
+  GB_KERNEL(NAME##_max, F, FMax<F>)       \
+  GB_KERNEL(NAME##_min, F, FMin<F>)
+
+#define GB_NARROW_KERNELS(NAME, C)                      \
+  GB_KERNEL(NAME##_sum, gbU16, Narrow<C, FSum<float> >)   \
+  GB_KERNEL(NAME##_prod, gbU16, Narrow<C, FProd<float> >) \
+  GB_KERNEL(NAME##_max, gbU16, Narrow<C, FMax<float> >)   \
+  GB_KERNEL(NAME##_min, gbU16, Narrow<C, FMin<float> >)
+
+GB_INT_KERNELS(i8, gbI8, gbU8)
+GB_INT_KERNELS(u8, gbU8, gbU8)
+GB_INT_KERNELS(i32, int, gbU32)
+GB_INT_KERNELS(u32, gbU32, gbU32)
+GB_INT_KERNELS(i64, gbI64, gbU64)
+GB_INT_KERNELS(u64, gbU64, gbU64)
+GB_NARROW_KERNELS(f16, Half)
+GB_FLOAT_KERNELS(f32, float)
+GB_FLOAT_KERNELS(f64, double)
+GB_NARROW_KERNELS(bf16, Bf16)

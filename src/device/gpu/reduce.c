@@ -1,0 +1,213 @@
+/* The bridge's GPU work over a CUDA-like runtime: host memory registered
+ * (page-locked and mapped) so copies run at full speed and kernels read it,
+ * and reduceAsync, a launch of the embedded reduction kernels (kernels/).
+ * The kernels are loaded once per process, on first use, through the
+ * backend's kernelImage and module entry points (gpu.h). */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/dtype.h"
+#include "base/log.h"
+#include "base/result.h"
+#include "device/gpu/gpu.h"
+
+/* The block size and unroll of kernels/reduce.cu (GB_REDUCE_THREADS, its
+ * __launch_bounds__, and GB_REDUCE_UNROLL); tests/house/test_kernels_embedded.py
+ * checks they agree. */
+#define THREADS 256
+#define UNROLL 2
+#define BLOCKS_PER_SM 8 /* blocks of 256 that fill an SM: 2048 threads */
+
+/* NaN results as this host's FPU gives them (GB_NAN_* in reduce.cu), so the
+ * GPU's bits equal gbReduceOrdered's on this host: x86-64 returns the first
+ * NaN operand and a negative default NaN; Arm prefers a signaling operand and
+ * gives a positive default NaN; others here: the first operand, positive. */
+#define NAN_SIGNALING_FIRST 1u
+#define NAN_DEFAULT_POSITIVE 2u
+#if defined(__x86_64__) || defined(__i386__)
+#define HOST_NAN_RULE 0u
+#elif defined(__aarch64__) || defined(__arm__)
+#define HOST_NAN_RULE (NAN_SIGNALING_FIRST | NAN_DEFAULT_POSITIVE)
+#else
+#define HOST_NAN_RULE NAN_DEFAULT_POSITIVE
+#endif
+
+/* gbReduceKernelArgs of reduce.cu, passed by value: the same members in the
+ * same order, so the same layout on every 64-bit ABI both compilers use. */
+typedef struct {
+  void* dst;
+  const void* src[GB_REDUCE_MAX_SRCS];
+  int nsrc;
+  uint64_t count;
+  int divisor;
+  int ring;
+  uint32_t nanRule;
+} kernelArgs_t;
+_Static_assert(GB_REDUCE_MAX_SRCS == 8, "kernels/reduce.cu takes 8 sources: change both");
+_Static_assert(sizeof(kernelArgs_t) == 104 && offsetof(kernelArgs_t, count) == 80 &&
+                   offsetof(kernelArgs_t, nanRule) == 96,
+               "kernelArgs_t must match gbReduceKernelArgs in kernels/reduce.cu");
+
+/* Kernel name parts by gbDataType_t and by op (sum, prod, max, min). */
+static const char* const typeNames[gbNumTypes] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16"};
+static const char* const opNames[4] = {"sum", "prod", "max", "min"};
+
+static struct {
+  pthread_once_t once;
+  gbResult_t result;
+  char error[1024]; /* why loading failed, for every later caller */
+  void* module;
+  void* image; /* the backend's image, kept while the module lives (a runtime may read it after loading) */
+  void* functions[gbNumTypes][4];
+  int blocksCap; /* the most blocks a launch uses */
+} kernels = {.once = PTHREAD_ONCE_INIT};
+
+static void kernelName(char* out, size_t len, int dt, int op) {
+  snprintf(out, len, "gb_reduce_%s_%s", typeNames[dt], opNames[op]);
+}
+
+/* An entry point the runtime library may lack (HIP binds these optionally). */
+static gbResult_t need(const gbGpuRuntime_t* rt, int present, const char* prefix, const char* what) {
+  if (present) return gbSuccess;
+  return gbErrorSet(gbUnhandledCudaError, "the %s runtime has no %s%s, which the bridge's GPU reduction needs: use a "
+                    "newer one", rt->name, prefix, what);
+}
+
+static gbResult_t loadModule(const gbGpuRuntime_t* rt) {
+  GB_CHECK(need(rt, rt->kernelImage != NULL, "", "kernel loader"));
+  GB_CHECK(need(rt, rt->moduleLoadData != NULL, rt->modulePrefix, "ModuleLoadData"));
+  GB_CHECK(need(rt, rt->moduleGetFunction != NULL, rt->modulePrefix, "ModuleGetFunction"));
+  GB_CHECK(need(rt, rt->launchKernel != NULL, "", rt->launchName));
+  const void* image = NULL;
+  GB_CHECK(rt->kernelImage(&image, &kernels.image));
+  gbGpuError_t e = rt->moduleLoadData(&kernels.module, image);
+  if (e != GB_GPU_SUCCESS) {
+    free(kernels.image);
+    kernels.image = NULL;
+    return rt->moduleFail(e, "%sModuleLoadData of the bridge's reduction kernels (%s)", rt->modulePrefix,
+                          rt->moduleHint);
+  }
+  for (int dt = 0; dt < gbNumTypes; dt++)
+    for (int op = 0; op < 4; op++) {
+      char name[64];
+      kernelName(name, sizeof(name), dt, op);
+      e = rt->moduleGetFunction(&kernels.functions[dt][op], kernels.module, name);
+      if (e != GB_GPU_SUCCESS) {
+        gbResult_t res = rt->moduleFail(e, "%sModuleGetFunction(%s): the embedded kernels lack it; regenerate "
+                                        "src/device/gpu/kernels (make -C src/device/gpu/kernels) and rebuild",
+                                        rt->modulePrefix, name);
+        if (rt->moduleUnload) (void)rt->moduleUnload(kernels.module);
+        kernels.module = NULL;
+        free(kernels.image);
+        kernels.image = NULL;
+        return res;
+      }
+    }
+  return gbSuccess;
+}
+
+/* Enough blocks to keep every SM busy; a grid-stride loop does the rest. */
+static void sizeGrid(const gbGpuRuntime_t* rt) {
+  int sms = 0;
+  if (rt->deviceGetAttribute == NULL ||
+      rt->deviceGetAttribute(&sms, rt->attrMultiprocessorCount, rt->device) != GB_GPU_SUCCESS || sms <= 0) {
+    sms = 128; /* a large GPU's count: too many blocks only costs a little */
+    GB_INFO(GB_LOG_DEVICE, "%s: the multiprocessor count of GPU %d is unknown; reduction grids assume %d", rt->name,
+            rt->device, sms);
+  }
+  kernels.blocksCap = sms * BLOCKS_PER_SM;
+}
+
+static void load(void) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  kernels.result = loadModule(rt);
+  if (kernels.result != gbSuccess) {
+    snprintf(kernels.error, sizeof(kernels.error), "%s", gbErrorLast());
+    return;
+  }
+  sizeGrid(rt);
+  GB_INFO(GB_LOG_DEVICE | GB_LOG_INIT, "%s: reduction kernels loaded on GPU %d (%d types x 4 ops, up to %d blocks "
+          "of %d)", rt->name, rt->device, gbNumTypes, kernels.blocksCap, THREADS);
+}
+
+/* The loaded kernels, or the error that stopped them (recorded again, not logged again). */
+static gbResult_t kernelsReady(void) {
+  pthread_once(&kernels.once, load);
+  if (kernels.result != gbSuccess) gbErrorRecord(kernels.error);
+  return kernels.result;
+}
+
+static gbResult_t checkArgs(const gbReduceArgs_t* a) {
+  if (a == NULL) return gbErrorSet(gbInvalidArgument, "stream reduction: the arguments are NULL");
+  if (a->nsrc < 1 || a->nsrc > GB_REDUCE_MAX_SRCS || a->dst == NULL)
+    return gbErrorSet(gbInvalidArgument, "stream reduction of %d sources (1 to %d) into %p", a->nsrc,
+                      GB_REDUCE_MAX_SRCS, a->dst);
+  for (int s = 0; s < a->nsrc; s++)
+    if (a->src[s] == NULL)
+      return gbErrorSet(gbInvalidArgument, "stream reduction: source %d of %d is NULL", s, a->nsrc);
+  if (a->dtype < 0 || a->dtype >= gbNumTypes || a->op < gbSum || a->op > gbAvg)
+    return gbErrorSet(gbInvalidArgument, "stream reduction of type %d (%s) with op %d (%s): not a type and "
+                      "sum, prod, max, min or avg", a->dtype, gbDtypeName(a->dtype), a->op, gbOpName(a->op));
+  return gbSuccess;
+}
+
+/* A count of 0 launches nothing but still loads the kernels: a caller may
+ * do so at set-up, so the one-time compile and its errors come early. */
+gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  GB_CHECK(checkArgs(a));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  GB_CHECK(kernelsReady());
+  if (a->count == 0) return gbSuccess;
+  int op = a->op == gbAvg ? gbSum : a->op;
+  kernelArgs_t k = {.dst = a->dst, .nsrc = a->nsrc, .count = a->count, .divisor = a->divisor > 0 ? a->divisor : 0,
+                    .ring = a->ring != 0, .nanRule = HOST_NAN_RULE};
+  for (int s = 0; s < a->nsrc; s++) k.src[s] = a->src[s];
+  uint64_t perBlock = (uint64_t)THREADS * UNROLL;
+  uint64_t blocks = (a->count + perBlock - 1) / perBlock;
+  if (blocks > (uint64_t)kernels.blocksCap) blocks = (uint64_t)kernels.blocksCap;
+  void* params[] = {&k};
+  gbGpuError_t e = rt->launchKernel(kernels.functions[a->dtype][op], (unsigned int)blocks, 1, 1, THREADS, 1, 1, 0,
+                                    stream, params, NULL);
+  if (e != GB_GPU_SUCCESS) {
+    char name[64];
+    kernelName(name, sizeof(name), a->dtype, op);
+    return rt->moduleFail(e, "%s(%s, %llu blocks of %d) of %zu elements from %d sources on stream %p", rt->launchName,
+                          name, (unsigned long long)blocks, THREADS, a->count, a->nsrc, stream);
+  }
+  return gbSuccess;
+}
+
+gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  if (ptr == NULL || devPtr == NULL || bytes == 0)
+    return gbErrorSet(gbInvalidArgument, "%s host registration of %zu bytes at %p (output %p): give memory and a "
+                      "place for its device address", rt->name, bytes, ptr, (void*)devPtr);
+  GB_CHECK(need(rt, rt->hostRegister != NULL && rt->hostUnregister != NULL, rt->name, "HostRegister"));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  gbGpuError_t e = rt->hostRegister(ptr, bytes, GB_GPU_HOST_REGISTER_PORTABLE | GB_GPU_HOST_REGISTER_MAPPED);
+  if (e != GB_GPU_SUCCESS)
+    return rt->fail(e, "%sHostRegister(%p, %zu bytes, portable | mapped) (page-aligned host memory, registered "
+                    "once; raise the locked-memory limit, ulimit -l, if it is low)", rt->name, ptr, bytes);
+  e = rt->hostGetDevicePointer(devPtr, ptr, 0);
+  if (e != GB_GPU_SUCCESS) {
+    gbResult_t res = rt->fail(e, "%sHostGetDevicePointer(%p) after registering %zu bytes", rt->name, ptr, bytes);
+    (void)rt->hostUnregister(ptr);
+    return res;
+  }
+  return gbSuccess;
+}
+
+gbResult_t gbGpuHostUnregister(void* ptr) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  if (ptr == NULL) return gbSuccess;
+  GB_CHECK(need(rt, rt->hostUnregister != NULL, rt->name, "HostUnregister"));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  gbGpuError_t e = rt->hostUnregister(ptr);
+  if (e != GB_GPU_SUCCESS)
+    return rt->fail(e, "%sHostUnregister(%p) (give the address hostRegister was given)", rt->name, ptr);
+  return gbSuccess;
+}
