@@ -114,6 +114,14 @@ static int attach(gbComm_t c, gbSharedSlots_t* sh, const offer_t* o, void* made,
   }
   *registered = 1;
   sh->devBase = dev;
+  /* A reduction of nothing loads the device's kernels (a GPU compiles them
+   * once per process), so that cost is paid here and a device that cannot
+   * reduce is found before any member relies on it. */
+  gbReduceArgs_t warm = {.dst = dev, .src = {dev}, .nsrc = 1, .count = 0, .dtype = gbFloat32, .op = gbSum};
+  if (c->dev->reduceAsync(&warm, NULL) != gbSuccess) {
+    GB_INFO(GB_LOG_NET, "%s: the device cannot run the bridge's reduction: %s", sh->name, gbErrorLast());
+    return 0;
+  }
   return 1;
 }
 
