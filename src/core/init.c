@@ -93,7 +93,8 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   p->gpuIndex = -1;
   if (c->dev->identify)
     c->dev->identify(p->gpuUuid, sizeof(p->gpuUuid), p->gpuPci, sizeof(p->gpuPci), &p->gpuIndex);
-  gbCommSettingsResolve(config, &p->settings, &c->blocking, &c->thresholds, p->problems, sizeof(p->problems));
+  gbCommSettingsResolve(config, c->dev->runKind == gbRunReal, &p->settings, &c->blocking, &c->thresholds,
+                        p->problems, sizeof(p->problems));
   splitLabel(p);
   gbSockAddr_t addr;
   GB_CHECK(listenAddress(c, &addr, p->problems, sizeof(p->problems)));
@@ -321,9 +322,10 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   /* Groups on one host share staging slots; every rank takes its groups in
    * the same order (world, bridge, rails), so these collective set-ups
    * never wait on each other. */
-  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->world, probes), res, done);
-  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->bridge, probes), res, done);
-  if (c->myRail >= 0) GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->rails[c->myRail], probes), res, done);
+  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->world, probes, NULL), res, done);
+  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->bridge, probes, &c->world), res, done);
+  if (c->myRail >= 0)
+    GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->rails[c->myRail], probes, t->isLeader ? &c->bridge : &c->world), res, done);
   GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
   gbCommFlagsInit(c, c->checked, 1);

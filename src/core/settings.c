@@ -59,8 +59,8 @@ static void loadThresholds(gbSettings_t* s, gbThresholds_t* t, char* problems, s
   s->thresholdsHash = hash;
 }
 
-void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, gbThresholds_t* thresholds,
-                           char* problems, size_t len) {
+void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, int* blocking,
+                           gbThresholds_t* thresholds, char* problems, size_t len) {
   memset(s, 0, sizeof(*s));
   problems[0] = '\0';
   gbParamInit();
@@ -79,6 +79,10 @@ void gbCommSettingsResolve(const gbConfig_t* c, gbSettings_t* s, int* blocking, 
   s->nsocks = (int32_t)gbParamInt(GB_PARAM_NSOCKS_PERPEER);
   s->stagingSlots = (int32_t)gbParamInt(GB_PARAM_STAGING_SLOTS);
   s->chunkBytes = gbParamInt(GB_PARAM_CHUNK_BYTES);
+  /* Unset on a GPU: the chunk measured best for the bridge there
+   * (docs/PERFORMANCE.md, "The GPU bridge"); every rank of a job is real or
+   * every rank simulated, so all resolve the same. */
+  if (realGpu && !gbParamIsSet(GB_PARAM_CHUNK_BYTES)) s->chunkBytes = GB_GPU_CHUNK_BYTES;
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);

@@ -9,10 +9,14 @@
 #include "gpubridge/gpubridge.h"
 #include "plan/thresholds.h"
 
+/* GPUBRIDGE_CHUNK_BYTES unset on a real GPU: the bridge's chunk there. */
+#define GB_GPU_CHUNK_BYTES (16 << 20)
+
 /* problems receives "; "-separated texts ("" when all is valid). Policy
- * tuned also reads the thresholds file into *thresholds. */
-void gbCommSettingsResolve(const gbConfig_t* config, gbSettings_t* out, int* blocking, gbThresholds_t* thresholds,
-                           char* problems, size_t problemsLen);
+ * tuned also reads the thresholds file into *thresholds. realGpu: this
+ * rank has a real GPU (the chunk's default). */
+void gbCommSettingsResolve(const gbConfig_t* config, int realGpu, gbSettings_t* out, int* blocking,
+                           gbThresholds_t* thresholds, char* problems, size_t problemsLen);
 
 /* Checks the config header: gbInvalidArgument when it is not a gbConfig_t. */
 gbResult_t gbCommConfigCheck(const gbConfig_t* config);

@@ -52,6 +52,7 @@ struct gbSharedSlots {
   /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
    * staged), consumed (stream: reduced), freed (proxy: every member read). */
   gbFlag_t* flags; /* [4][nslots] */
+  int groups;      /* host groups with these members that use it */
 };
 
 enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED };
@@ -82,7 +83,7 @@ typedef struct {
 
 static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes) {
   if (!g->active || c->settings.bridgeSlots == 0 || !c->dev->reduceAsync || !c->dev->hostRegister) return 0;
-  if (g->algo.n < 2 || g->algo.n > GB_REDUCE_MAX_SRCS || 2 * c->settings.stagingSlots > GB_SHARED_SLOTS_MAX) return 0;
+  if (g->algo.n < 2 || g->algo.n > GB_REDUCE_MAX_SRCS || c->settings.stagingSlots + 2 > GB_SHARED_SLOTS_MAX) return 0;
   for (int k = 0; k < g->algo.n; k++)
     if (probes[g->ranks[k]].hostId != probes[g->ranks[0]].hostId) return 0;
   return 1;
@@ -125,18 +126,29 @@ static int attach(gbComm_t c, gbSharedSlots_t* sh, const offer_t* o, void* made,
   return 1;
 }
 
-gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes) {
+static int sameMembers(const gbCommGroup_t* a, const gbCommGroup_t* b) {
+  if (!a->active || !b->active || a->algo.n != b->algo.n) return 0;
+  return memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->algo.n) == 0;
+}
+
+gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {
   if (!eligible(c, g, probes)) return gbSuccess;
+  if (same && same->slots && sameMembers(g, same)) {
+    g->slots = same->slots;
+    g->slots->groups++;
+    return gbSuccess;
+  }
   gbSharedSlots_t* sh = calloc(1, sizeof(*sh));
   if (!sh) return gbErrorSet(gbSystemError, "%s: out of memory for shared staging slots", g->name);
   sh->n = g->algo.n;
   sh->me = g->algo.me;
   sh->ranks = g->ranks;
   sh->name = g->name;
-  /* Twice the pipeline's depth: the slot a chunk takes was last read
-   * `depth` chunks before the one just reduced, so taking it does not wait
+  /* Two more than the pipeline's depth: the slot a chunk takes was last
+   * read two chunks before the one just reduced, so taking it does not wait
    * for the members' last reads to travel through the proxies. */
-  sh->nslots = 2 * c->settings.stagingSlots;
+  sh->nslots = c->settings.stagingSlots + 2;
+  sh->groups = 1;
   sh->slotBytes = roundPage((size_t)c->settings.chunkBytes);
   sh->bytes = PAGE * (size_t)(1 + sh->n) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes;
   sh->timeoutSec = c->settings.timeoutSec;
@@ -182,7 +194,7 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
 
 void gbSharedSlotsFree(gbComm_t c, gbCommGroup_t* g) {
   if (!g->slots) return;
-  unmap(c, g->slots, 1);
+  if (--g->slots->groups == 0) unmap(c, g->slots, 1);
   g->slots = NULL;
 }
 

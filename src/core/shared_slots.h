@@ -16,7 +16,7 @@
 
 #include "core/comm.h"
 
-#define GB_SHARED_SLOTS_MAX 64 /* twice GPUBRIDGE_STAGING_SLOTS at most (else the host transport) */
+#define GB_SHARED_SLOTS_MAX 64 /* GPUBRIDGE_STAGING_SLOTS + 2 at most (else the host transport) */
 
 typedef struct gbSharedSlots gbSharedSlots_t;
 
@@ -24,9 +24,13 @@ typedef struct gbSharedSlots gbSharedSlots_t;
  * segment when every member is on this host, GPUBRIDGE_BRIDGE_SLOTS is
  * auto, the group has 2..GB_REDUCE_MAX_SRCS members and the device can
  * reduce; g->slots stays NULL otherwise, or when any member fails to map
- * or register it (all agree; the group then keeps the host transport). */
-gbResult_t gbSharedSlotsSetup(gbComm_t comm, gbCommGroup_t* g, const gbProbe_t* probes);
-/* Unregisters and unmaps (teardown, once no stream uses it). */
+ * or register it (all agree; the group then keeps the host transport).
+ * When `same` (set up before, or NULL) has exactly g's members in g's
+ * order, g shares its segment: every member takes their slots in the one
+ * order of its calls either way (two islands: world, bridge and rail 0). */
+gbResult_t gbSharedSlotsSetup(gbComm_t comm, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same);
+/* Unregisters and unmaps (teardown, once no stream uses it; a shared
+ * segment with the last of its groups). */
 void gbSharedSlotsFree(gbComm_t comm, gbCommGroup_t* g);
 /* Tells the group's members why this rank failed (comm->cause), so their
  * waits end with it at once. */
