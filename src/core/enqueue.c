@@ -192,8 +192,11 @@ static gbResult_t backShared(walk_t* w, const gbSlot_t* s, size_t off, size_t n)
     gbReduceArgs_t red = {.dst = dst, .nsrc = gbSharedSlotsMembers(sh), .count = n, .dtype = w->in.dtype,
                           .op = w->ops.host, .divisor = w->ops.divisor,
                           .ring = gbAlgoFoldsRing(w->hostGroup, n * w->esize)};
+    gbResult_t res = gbSuccess;
     for (int k = 0; k < red.nsrc; k++)
-      red.src[k] = k == gbSharedSlotsMe(sh) ? (const void*)mine : gbSharedSlotsDeviceAt(sh, k, s);
+      red.src[k] = k == gbSharedSlotsMe(sh) ? (const void*)mine
+                                            : gbSharedSlotsFetch(c, sh, k, s, 0, n * w->esize, w->stream, &res);
+    GB_CHECK(res);
     GB_CHECK(c->dev->reduceAsync(&red, w->stream));
   }
   return gbSharedSlotsRead(c, sh, s, w->stream);

@@ -100,9 +100,11 @@ static gbResult_t backShared(blocks_t* b, const gbSlot_t* s, size_t i) {
   if (b->coll == GB_COLL_REDUCESCATTER) {
     gbReduceArgs_t red = {.dst = b->recv + at * es, .nsrc = n, .count = len, .dtype = b->dt, .op = b->ops.host,
                           .divisor = b->ops.divisor};
+    gbResult_t res = gbSuccess;
     for (int r = 0; r < n; r++)
       red.src[r] = r == me ? (const void*)(b->send + ((size_t)me * b->count + at) * es)
-                           : gbSharedSlotsDeviceAt(b->shared, r, s) + mineAt * es;
+                           : gbSharedSlotsFetch(c, b->shared, r, s, mineAt * es, len * es, b->stream, &res);
+    GB_CHECK(res);
     GB_CHECK(c->dev->reduceAsync(&red, b->stream));
   } else {
     for (int r = 0; r < n; r++) {

@@ -52,6 +52,8 @@ struct gbSharedSlots {
   /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
    * staged), consumed (stream: reduced), freed (proxy: every member read). */
   gbFlag_t* flags; /* [4][nslots] */
+  char* scratch;   /* device memory ([n][slotBytes]) the others' parts are copied to before a reduction; NULL
+                      where device memory is host memory */
   int groups;      /* host groups with these members that use it */
 };
 
@@ -92,6 +94,7 @@ static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes)
 /* Releases what sh holds (any part of it), and sh. */
 static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
   if (sh->flags) c->dev->hostFree(sh->flags);
+  if (sh->scratch) c->dev->memFree(sh->scratch);
   if (registered) c->dev->hostUnregister(sh->base);
   if (sh->base) munmap(sh->base, sh->bytes);
   for (int k = 0; k < sh->n; k++)
@@ -159,6 +162,16 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
     return res;
   }
   gbCommFlagsInit(c, sh->flags, 4 * (size_t)sh->nslots);
+  /* A GPU reduces from device memory: a copy engine brings each other
+   * member's part over (measured faster than a kernel reading mapped host
+   * memory, docs/PERFORMANCE.md). */
+  if (!c->dev->hostMemory) {
+    res = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->n * sh->slotBytes);
+    if (res != gbSuccess) {
+      unmap(c, sh, 0);
+      return res;
+    }
+  }
   for (int k = 0; k < sh->n; k++) {
     sh->pid[k] = probes[g->ranks[k]].pid;
     sh->pidfd[k] = k == sh->me ? -1 : (int)syscall(SYS_pidfd_open, sh->pid[k], 0);
@@ -326,6 +339,14 @@ char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) 
 
 const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {
   return sh->devBase + slotOffset(sh, member, s->slot);
+}
+
+const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
+                               size_t bytes, void* stream, gbResult_t* res) {
+  if (!sh->scratch) return gbSharedSlotsDeviceAt(sh, member, s) + offset;
+  char* to = sh->scratch + (size_t)member * sh->slotBytes;
+  *res = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
+  return to;
 }
 
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh) { return sh->n; }

@@ -60,6 +60,13 @@ gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t*
 /* Member k's part of slot s: its host address, and the device's. */
 char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
+/* Bytes [offset, offset + bytes) of member k's part where this device's
+ * reduction reads them: in place on the host device; on a GPU the stream
+ * first copies them into device scratch (one per member, reused by the next
+ * chunk, which the stream orders after this one's reduction). A failed copy
+ * sets *res (left alone on success). */
+const void* gbSharedSlotsFetch(gbComm_t comm, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
+                               size_t bytes, void* stream, gbResult_t* res);
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh);
 int gbSharedSlotsMe(const gbSharedSlots_t* sh);
 /* Bytes of one member's part of a slot (GPUBRIDGE_CHUNK_BYTES, page-rounded). */
