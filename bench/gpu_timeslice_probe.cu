@@ -5,8 +5,14 @@
 //   idle     - has a context and nothing queued,
 //   wait     - has a stream blocked in cuStreamWaitValue32 on host memory
 //              (what a bridge rank's stream does while its peer stages),
-//   hostfn   - has a stream blocked behind a host function that sleeps.
-// Prints one line per mode and operation: the median of 200 tries in us.
+//              released by B's host every 100 ms,
+//   hostfn   - has a stream blocked behind host functions that sleep 100 ms,
+//   kernels  - launches an empty kernel every 100 us (what the other bridge
+//              rank's reductions do), so both contexts want the compute engine.
+// With --own: this process's own stream waits on host memory instead
+// (ownWaits). Prints one line per mode and operation: the median and 90th percentile of
+// TRIES tries in us. If B's blocked stream holds the GPU's compute engine,
+// A's kernel waits up to B's 100 ms; copies run on copy engines.
 //   nvcc -O2 -o probe bench/gpu_timeslice_probe.cu -lcuda && ./probe
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -22,6 +28,12 @@
 
 __global__ void empty() {}
 
+/* Spins on a host-mapped word until it reaches want. */
+__global__ void spinWait(volatile unsigned* flag, unsigned want) {
+  while (*flag < want) {
+  }
+}
+
 static double nowUs() {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -33,7 +45,8 @@ static int cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-static void sleepHost(void*) { usleep(3000000); }
+static void sleepHost(void*) { usleep(100000); }
+#define TRIES 40
 
 // Process B: holds its stream in the given state until killed.
 static void blocker(const char* mode, int ready) {
@@ -44,16 +57,32 @@ static void blocker(const char* mode, int ready) {
   *flag = 0;
   void* dflag;
   CK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  empty<<<1, 1, 0, s>>>(); /* the kernel's module is loaded lazily: load it before the stream blocks */
+  CK(cudaStreamSynchronize(s));
+  if (strcmp(mode, "kernels") == 0) {
+    char c = 1;
+    if (write(ready, &c, 1) != 1) exit(1);
+    for (;;) {
+      empty<<<1, 1, 0, s>>>();
+      CK(cudaStreamSynchronize(s));
+      usleep(100);
+    }
+  }
   for (int i = 0; i < 1000; i++) {
-    if (strcmp(mode, "wait") == 0)
-      cuStreamWaitValue32((CUstream)s, (CUdeviceptr)dflag, 1u + i, CU_STREAM_WAIT_VALUE_GEQ);
-    else if (strcmp(mode, "hostfn") == 0)
+    if (strcmp(mode, "wait") == 0) {
+      CUresult r = cuStreamWaitValue32((CUstream)s, (CUdeviceptr)dflag, 1u + i, CU_STREAM_WAIT_VALUE_GEQ);
+      if (r != CUDA_SUCCESS) { fprintf(stderr, "cuStreamWaitValue32: %d\n", (int)r); exit(1); }
+    } else if (strcmp(mode, "hostfn") == 0) {
       CK(cudaLaunchHostFunc(s, sleepHost, NULL));
+    }
     empty<<<1, 1, 0, s>>>();
     if (i == 0) { char c = 1; if (write(ready, &c, 1) != 1) exit(1); }
     if (strcmp(mode, "idle") == 0) break;
   }
-  pause();
+  for (;;) { /* release one wait every 100 ms */
+    usleep(100000);
+    __atomic_add_fetch(flag, 1u, __ATOMIC_RELEASE);
+  }
 }
 
 static void timeOps(const char* mode) {
@@ -65,16 +94,55 @@ static void timeOps(const char* mode) {
   CK(cudaHostAlloc((void**)&host, 4096, cudaHostAllocMapped));
   const char* names[3] = {"empty kernel", "copy 8 B d2h", "copy 4 KiB d2h"};
   for (int op = 0; op < 3; op++) {
-    double t[200];
-    for (int i = 0; i < 200; i++) {
+    double t[TRIES];
+    for (int i = 0; i < TRIES; i++) {
       double t0 = nowUs();
       if (op == 0) empty<<<1, 1, 0, s>>>();
       else CK(cudaMemcpyAsync(host, dev, op == 1 ? 8 : 4096, cudaMemcpyDeviceToHost, s));
       CK(cudaStreamSynchronize(s));
       t[i] = nowUs() - t0;
     }
-    qsort(t, 200, sizeof(double), cmp);
-    printf("B %-6s  %-15s median %8.1f us  p90 %8.1f us\n", mode, names[op], t[100], t[180]);
+    qsort(t, TRIES, sizeof(double), cmp);
+    printf("B %-6s  %-15s median %8.1f us  p90 %8.1f us\n", mode, names[op], t[TRIES / 2], t[TRIES * 9 / 10]);
+    fflush(stdout);
+  }
+}
+
+/* This process's own waits: the stream reaches a wait on host memory, the
+ * host releases it 200 us later; the time from the release to the end of
+ * the kernel queued after the wait, for a stream memory-op wait
+ * (cuStreamWaitValue32) and for a kernel that spins on the word. */
+static void ownWaits(void) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned* flag;
+  CK(cudaHostAlloc((void**)&flag, 4096, cudaHostAllocMapped));
+  *flag = 0;
+  void* dflag;
+  CK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  empty<<<1, 1, 0, s>>>();
+  spinWait<<<1, 1, 0, s>>>((volatile unsigned*)dflag, 0);
+  CK(cudaStreamSynchronize(s));
+  const char* names[2] = {"cuStreamWaitValue32", "spinning kernel"};
+  unsigned v = 0;
+  for (int way = 0; way < 2; way++) {
+    double t[TRIES];
+    for (int i = 0; i < TRIES; i++) {
+      v++;
+      if (way == 0) cuStreamWaitValue32((CUstream)s, (CUdeviceptr)dflag, v, CU_STREAM_WAIT_VALUE_GEQ);
+      else spinWait<<<1, 1, 0, s>>>((volatile unsigned*)dflag, v);
+      empty<<<1, 1, 0, s>>>();
+      double t0 = nowUs();
+      while (nowUs() - t0 < 200) {
+      }
+      double t1 = nowUs();
+      __atomic_store_n(flag, v, __ATOMIC_RELEASE);
+      CK(cudaStreamSynchronize(s));
+      t[i] = nowUs() - t1;
+    }
+    qsort(t, TRIES, sizeof(double), cmp);
+    printf("own wait released after 200 us: %-19s -> kernel done after median %8.1f us  p90 %8.1f us\n", names[way],
+           t[TRIES / 2], t[TRIES * 9 / 10]);
     fflush(stdout);
   }
 }
@@ -84,8 +152,12 @@ int main(int argc, char** argv) {
     blocker(argv[2], atoi(argv[3]));
     return 0;
   }
-  const char* modes[3] = {"idle", "wait", "hostfn"};
-  for (int m = 0; m < 3; m++) {
+  if (argc == 2 && strcmp(argv[1], "--own") == 0) {
+    ownWaits();
+    return 0;
+  }
+  const char* modes[4] = {"idle", "wait", "hostfn", "kernels"};
+  for (int m = 0; m < 4; m++) {
     int p[2];
     if (pipe(p) != 0) return 1;
     pid_t b = fork();

@@ -64,7 +64,7 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_CHUNK_BYTES] = {"GPUBRIDGE_CHUNK_BYTES", GB_PARAM_SIZE, "1M", NULL, 4 * KIB, GIB, 1,
                               "Pipeline chunk of a bridged collective, in bytes (K, M, G suffixes); unset on GPUs: 16M."},
     [GB_PARAM_STAGING_SLOTS] = {"GPUBRIDGE_STAGING_SLOTS", GB_PARAM_INT, "4", NULL, 2, 64, 1,
-                                "Host staging slots per communicator: chunks in flight in the pipeline."},
+                                "Host staging slots per communicator: chunks in flight in the pipeline; unset on GPUs: 2."},
     [GB_PARAM_RING_MIN_BYTES] = {"GPUBRIDGE_RING_MIN_BYTES", GB_PARAM_SIZE, "64K", NULL, 0, TIB, 1,
                                  "Host all-reduces and reduces of at least this many bytes use the ring (two members: "
                                  "still x0 op x1); smaller ones one exchange round (docs/REDUCTION_ORDER.md)."},

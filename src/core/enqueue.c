@@ -123,12 +123,12 @@ static gbResult_t front(walk_t* w, size_t i) {
     gbProxyOp_t op;
     memset(&op, 0, sizeof(op));
     op.seq = c->seq;
+    op.group = w->hostGroup;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
-    w->queued = 1;
     GB_CHECK(gbSharedSlotsTake(c, w->shared, w->stream, s));
     w->queued = 1;
     if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, w->stream));
-    return gbSharedSlotsStaged(c, w->shared, s, w->stream, &op);
+    return gbSharedSlotsStaged(c, w->shared, s, p->stageOut ? bytes : 0, w->stream, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
   w->queued = 1;

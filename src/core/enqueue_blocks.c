@@ -59,10 +59,13 @@ static gbResult_t front(blocks_t* b, size_t i) {
   memset(&op, 0, sizeof(op));
   if (b->shared) {
     op.seq = c->seq;
+    op.group = &c->world.algo;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
     GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s));
     GB_CHECK(stageOut(b, s->buf, i, 0));
-    return gbSharedSlotsStaged(c, b->shared, s, b->stream, &op);
+    /* Sent: what the others read (every block but mine, or my block to all). */
+    size_t sent = (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * b->es;
+    return gbSharedSlotsStaged(c, b->shared, s, sent, b->stream, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
   char* slot = s->buf;

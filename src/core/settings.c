@@ -83,6 +83,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
    * (docs/PERFORMANCE.md, "The GPU bridge"); every rank of a job is real or
    * every rank simulated, so all resolve the same. */
   if (realGpu && !gbParamIsSet(GB_PARAM_CHUNK_BYTES)) s->chunkBytes = GB_GPU_CHUNK_BYTES;
+  if (realGpu && !gbParamIsSet(GB_PARAM_STAGING_SLOTS)) s->stagingSlots = GB_GPU_STAGING_SLOTS;
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);

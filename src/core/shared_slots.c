@@ -187,11 +187,13 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
     if (o.fd < 0) GB_INFO(GB_LOG_NET, "%s: no staging segment of %zu bytes (%s)", g->name, sh->bytes, why);
     o.pid = (int32_t)getpid();
   }
+  uint64_t sentBefore = g->algo.bytesSent; /* the set-up is no payload: the traffic counters leave it out */
   res = gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
   int registered = 0;
   int32_t ok = res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered), all = 0;
   if (res == gbSuccess) res = gbAlgoAllReduce(&g->algo, &ok, &all, 1, gbInt32, gbMin, 0);
   if (made) close(o.fd); /* every member mapped it (or never will): the mappings keep it */
+  g->algo.bytesSent = sentBefore;
   if (res != gbSuccess || !all) {
     unmap(c, sh, registered);
     if (res == gbSuccess)
@@ -227,6 +229,8 @@ typedef struct {
   size_t slot;
   uint64_t use;
   int read;
+  gbAlgoGroup_t* group; /* full: counts bytes as sent over it once every member has them */
+  uint64_t bytes;
 } step_t;
 
 static int alive(const gbSharedSlots_t* sh, int k) {
@@ -278,7 +282,10 @@ static gbResult_t counterStep(void* arg) {
       _Atomic uint64_t* counter = st->read ? &m->read[st->slot] : &m->full[st->slot];
       if (k != sh->me && atomic_load_explicit(counter, memory_order_acquire) < st->use) waiting = k;
     }
-    if (waiting < 0) return gbSuccess;
+    if (waiting < 0) {
+      if (st->group) st->group->bytesSent += st->bytes;
+      return gbSuccess;
+    }
     GB_CHECK(peerProblem(sh, waiting, looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
     if (sh->abortFlag && __atomic_load_n(sh->abortFlag, __ATOMIC_ACQUIRE))
       return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
@@ -294,10 +301,11 @@ static gbResult_t counterStep(void* arg) {
   }
 }
 
-static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read) {
+static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read,
+                           uint64_t bytes) {
   step_t* st = malloc(sizeof(*st));
   if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
-  *st = (step_t){sh, slot, use, read};
+  *st = (step_t){sh, slot, use, read, read ? NULL : op->group, bytes};
   op->kind = GB_PROXY_CALL;
   op->fn = counterStep;
   op->arg = st;
@@ -316,9 +324,10 @@ gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSl
   return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, stream);
 }
 
-gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream, gbProxyOp_t* op) {
+gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, void* stream,
+                               gbProxyOp_t* op) {
   GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, stream));
-  return postStep(c, sh, op, s->slot, s->use, 0);
+  return postStep(c, sh, op, s->slot, s->use, 0, bytes);
 }
 
 gbResult_t gbSharedSlotsArrived(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream) {
@@ -330,7 +339,7 @@ gbResult_t gbSharedSlotsRead(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s,
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
   op.seq = c->seq;
-  return postStep(c, sh, &op, s->slot, s->use, 1);
+  return postStep(c, sh, &op, s->slot, s->use, 1, 0);
 }
 
 char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {

@@ -45,7 +45,9 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  *           last use. The caller then copies its chunk to s->buf (its part).
  *  Staged:  mark it staged; the proxy publishes `full` and waits for every
  *           member's. op holds the walker's fields for the proxy (sequence,
- *           flight-recorder tag); this fills the rest and posts it.
+ *           flight-recorder tag, and group: its traffic counter then counts
+ *           `bytes`, what this member staged for the others, as sent); this
+ *           fills the rest and posts it.
  *  Arrived: the stream waits for that. The caller then reads the members'
  *           parts (gbSharedSlotsAt for copies, gbSharedSlotsDeviceAt for
  *           kernels).
@@ -53,7 +55,8 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  *           member's, which frees the slot for its next use.
  * A member with nothing to send or read still takes every step. */
 gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, gbSlot_t* out);
-gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream, gbProxyOp_t* op);
+gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, void* stream,
+                               gbProxyOp_t* op);
 gbResult_t gbSharedSlotsArrived(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 

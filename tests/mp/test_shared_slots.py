@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Shared staging slots (core/shared_slots.c): host groups whose members all
+run on one host cross over one shared segment instead of the host transport.
+
+- nvidia:2,amd:2 under flat, hierarchical and split-rail: every collective
+  that takes the slots (all-reduce, broadcast, reduce, all-gather,
+  reduce-scatter, all-to-all) gives 0 wrong values for every type and op,
+  sizes that are not multiples of the chunk, in and out of place, with small
+  chunks (8 KiB, so a call crosses many slots and reuses each); rank 0 logs
+  that its world, bridge and rail share slots (the world's segment serves the
+  two groups with the same members: no second set-up line for them).
+- GPUBRIDGE_BRIDGE_SLOTS=off: the same calls, 0 wrong, and no group shares slots.
+- 9 ranks: the world (more than 8 members) keeps the host transport, the
+  bridge (2 leaders) shares slots; flat all-reduces, 0 wrong.
+- A rank that says GPUBRIDGE_BRIDGE_SLOTS=off while the others say auto:
+  every rank fails init with a verdict naming the variable.
+The reduction order on the slots is checked bit for bit by mp/test_collectives
+and mp/test_matrix (their oracle, rank_common.h), which run over them too."""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+suite = harness.Suite("shared_slots")
+harness.require_built()
+perf = os.path.join(harness.BUILD_DIR, "bin", "gpubridge-perf")
+SHARE = re.compile(r"INFO NET (world|bridge|rail \d+): (\d+) members on this host share (\d+) staging slots")
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+\S+\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\S+\s+\S+\s+(\S+)")
+COLLS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall")
+
+
+def perf_job(n, vendors, coll, env_extra, ops=("all",), types=("all",)):
+    args = [perf, coll, "-b", "4", "-e", "100K", "-f", "5", "-n", "2", "-w", "1", "-c", "1", "-d", types[0]]
+    if coll in ("all_reduce", "reduce", "reduce_scatter"):
+        args += ["-o", ops[0]]
+    env = harness.clean_env(GPUBRIDGE_SOCKET_IFNAME="lo", GPUBRIDGE_CHUNK_BYTES="8K", GPUBRIDGE_DEBUG="INFO",
+                            GPUBRIDGE_DEBUG_SUBSYS="NET", GPUBRIDGE_TIMEOUT="60", **env_extra)
+    return harness.run_job(n, args, env, vendors=vendors, launcher_timeout=240, timeout=260)
+
+
+def rank0(res):
+    return [l.split("] ", 1)[1] for l in res.out.splitlines() + res.err.splitlines() if l.startswith("[0] ")]
+
+
+def shared_groups(res):
+    return sorted(m.group(1) for m in (SHARE.search(l) for l in rank0(res)) if m)
+
+
+def check_rows(what, res):
+    rows = [m for m in (ROW.match(l) for l in rank0(res)) if m]
+    wrong = [m.group(0) for m in rows if m.group(6) not in ("0",) or m.group(7) not in ("0", "N/A")]
+    suite.check(res.rc == 0 and rows and not wrong, "%s: exits 0, %d rows, 0 wrong" % (what, len(rows)),
+                "\n".join(wrong[:5]) or res.tail())
+
+
+for policy in ("flat", "hierarchical", "split-rail"):
+    for coll in COLLS:
+        what = "nvidia:2,amd:2 %s %s" % (policy, coll)
+        res = perf_job(4, "nvidia:2,amd:2", coll, {"GPUBRIDGE_POLICY": policy})
+        check_rows(what, res)
+        if coll == "all_reduce":
+            # Rank 0: world (4 members); bridge and rail 0 have the same two members: one segment, one line.
+            suite.check(shared_groups(res) == ["bridge", "world"],
+                        "%s: rank 0's world and bridge share slots (rail 0 uses the bridge's)" % what,
+                        "\n".join(l for l in rank0(res) if "INFO" in l)[-2000:])
+
+for coll in COLLS:
+    res = perf_job(4, "nvidia:2,amd:2", coll, {"GPUBRIDGE_BRIDGE_SLOTS": "off"})
+    check_rows("GPUBRIDGE_BRIDGE_SLOTS=off %s" % coll, res)
+    suite.check(shared_groups(res) == [], "GPUBRIDGE_BRIDGE_SLOTS=off %s: no group shares slots" % coll,
+                str(shared_groups(res)))
+
+res = perf_job(9, "nvidia:5,amd:4", "all_reduce", {"GPUBRIDGE_POLICY": "flat"}, ops=("sum",), types=("float",))
+check_rows("9 ranks flat all_reduce", res)
+suite.check(shared_groups(res) == ["bridge"], "9 ranks: the world (9 members) keeps the host transport, the bridge "
+            "shares slots", str(shared_groups(res)))
+
+# One rank disagrees: a wrapper turns the slots off on rank 1 only.
+env = harness.clean_env(GPUBRIDGE_SOCKET_IFNAME="lo", GPUBRIDGE_TIMEOUT="30")
+wrap = ["sh", "-c", 'if [ "$RANK" = 1 ]; then export GPUBRIDGE_BRIDGE_SLOTS=off; fi; exec "$@"', "sh", perf,
+        "all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"]
+res = harness.run_job(2, wrap, env, vendors="nvidia:1,amd:1", keep_going=True, launcher_timeout=60, timeout=90)
+text = res.out + res.err
+for r in (0, 1):
+    mine = "\n".join(l for l in text.splitlines() if l.startswith("[%d] " % r))
+    suite.check("GPUBRIDGE_BRIDGE_SLOTS" in mine and res.rc != 0,
+                "disagreeing GPUBRIDGE_BRIDGE_SLOTS: rank %d fails init naming the variable" % r, mine[-1500:])
+
+suite.done()
