@@ -16,7 +16,6 @@ date -u
 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
 B=${BUILD:-build-gpu}
 cmake -S . -B "$B" -DGPUBRIDGE_WERROR=ON >/dev/null && cmake --build "$B" -j"$(nproc)" >/dev/null || exit 1
-git log --oneline -1 2>/dev/null
 P=$B/bin/gpubridge-perf
 RUN="timeout 300 $B/bin/gpubridge-run -n 2 --"
 RIG=$PWD/$B/tests/emulated_amd

@@ -41,12 +41,14 @@ static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
 
 /* Chunk i of my send buffer into a slot: my block's part (all-gather, at
  * slot + me*len, or at slot itself over shared slots, where the slot is
- * mine alone), or every block's, laid out [rank][len]. */
-static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt) {
+ * mine alone), or every block's, laid out [rank][len]; over shared slots
+ * (shared) without my own block, which only I read, from my send buffer. */
+static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt, int shared) {
   size_t len = lenOf(b, i), at = i * b->m;
   if (b->coll == GB_COLL_ALLGATHER) return copy(b, slot + (size_t)mineAt * len * b->es, b->send + at * b->es, len);
   for (int r = 0; r < b->comm->nranks; r++)
-    GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
+    if (!shared || r != b->comm->rank)
+      GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
   return gbSuccess;
 }
 
@@ -62,14 +64,14 @@ static gbResult_t front(blocks_t* b, size_t i) {
     op.group = &c->world.algo;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
     GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s));
-    GB_CHECK(stageOut(b, s->buf, i, 0));
+    GB_CHECK(stageOut(b, s->buf, i, 0, 1));
     /* Sent: what the others read (every block but mine, or my block to all). */
     size_t sent = (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * b->es;
     return gbSharedSlotsStaged(c, b->shared, s, sent, b->stream, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
   char* slot = s->buf;
-  GB_CHECK(stageOut(b, slot, i, me));
+  GB_CHECK(stageOut(b, slot, i, me, 0));
   GB_CHECK(gbCommSlotStaged(c, s, b->stream));
   op.kind = b->coll == GB_COLL_ALLGATHER ? GB_PROXY_ALLGATHER
             : b->coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER : GB_PROXY_ALLTOALL;
