@@ -45,18 +45,23 @@ static int cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* A non-blocking stream and a host-mapped word (0), with its device address. */
+static void streamAndWord(cudaStream_t* s, unsigned** flag, void** dflag) {
+  CK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  CK(cudaHostAlloc((void**)flag, 4096, cudaHostAllocMapped));
+  **flag = 0;
+  CK(cudaHostGetDevicePointer(dflag, *flag, 0));
+}
+
 static void sleepHost(void*) { usleep(100000); }
 #define TRIES 40
 
 // Process B: holds its stream in the given state until killed.
 static void blocker(const char* mode, int ready) {
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   unsigned* flag;
-  CK(cudaHostAlloc((void**)&flag, 4096, cudaHostAllocMapped));
-  *flag = 0;
   void* dflag;
-  CK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  streamAndWord(&s, &flag, &dflag);
   empty<<<1, 1, 0, s>>>(); /* the kernel's module is loaded lazily: load it before the stream blocks */
   CK(cudaStreamSynchronize(s));
   if (strcmp(mode, "kernels") == 0) {
@@ -114,12 +119,9 @@ static void timeOps(const char* mode) {
  * (cuStreamWaitValue32) and for a kernel that spins on the word. */
 static void ownWaits(void) {
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   unsigned* flag;
-  CK(cudaHostAlloc((void**)&flag, 4096, cudaHostAllocMapped));
-  *flag = 0;
   void* dflag;
-  CK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  streamAndWord(&s, &flag, &dflag);
   empty<<<1, 1, 0, s>>>();
   spinWait<<<1, 1, 0, s>>>((volatile unsigned*)dflag, 0);
   CK(cudaStreamSynchronize(s));

@@ -140,17 +140,24 @@ def base_env(drop=()):
     return env
 
 
-def run_job(name, cmd, env):
-    """Runs one gpubridge-run job, prints its output, fails unless it exits 0.
-    Returns the process and its stdout lines without the [rank] tags."""
+def run_program(name, cmd, env, timeout, what):
+    """Runs cmd, prints its output, fails unless it exits 0 within timeout
+    (what: how a non-zero exit is named). Returns the process."""
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        fail("%s: no result within %d s; output so far:\n%s" % (name, RUN_TIMEOUT, e.stdout or ""))
+        fail("%s: no result within %d s; output so far:\n%s" % (name, timeout, e.stdout or ""))
     out = p.stdout + p.stderr
     print(out, end="" if out.endswith("\n") else "\n", flush=True)
     if p.returncode != 0:
-        fail("%s: gpubridge-run exited %d" % (name, p.returncode))
+        fail("%s: %s exited %d" % (name, what, p.returncode))
+    return p
+
+
+def run_job(name, cmd, env):
+    """Runs one gpubridge-run job, prints its output, fails unless it exits 0.
+    Returns the process and its stdout lines without the [rank] tags."""
+    p = run_program(name, cmd, env, RUN_TIMEOUT, "gpubridge-run")
     lines = [TAG.sub(r"\2", l) for l in p.stdout.splitlines()]
     header = [l for l in lines if l.startswith("# gpubridge-perf ")]
     if len(header) != 1:

@@ -17,10 +17,10 @@ Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_reduce.py
 """
 import os
 import re
-import subprocess
 import sys
 
-from gpu_harness import BUILD, base_env, fail, find_nvrtc, gpu_count, load_first, rig_env, rig_libraries
+from gpu_harness import (BUILD, base_env, fail, find_nvrtc, gpu_count, load_first, rig_env, rig_libraries,
+                         run_program)
 
 COUNTS = ["1", "7", "1000003"]
 CASES = 10 * 5 * 4 * 2 * 4 * len(COUNTS)  # types x ops x sources x ring x memory kinds x counts
@@ -33,14 +33,7 @@ def run(name, env, device, vendor):
     if not os.access(program, os.X_OK):
         fail("%s is missing: build the tests first (tests/unit/test_reduce_async.c)" % program)
     print("\n== %s: %s %s" % (name, program, " ".join(COUNTS)), flush=True)
-    try:
-        p = subprocess.run([program] + COUNTS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as e:
-        fail("%s: no result within %d s; output so far:\n%s" % (name, TIMEOUT, e.stdout or ""))
-    out = p.stdout + p.stderr
-    print(out, end="" if out.endswith("\n") else "\n", flush=True)
-    if p.returncode != 0:
-        fail("%s: exited %d" % (name, p.returncode))
+    p = run_program(name, [program] + COUNTS, env, TIMEOUT, "the program")
     head = "device %s (vendor %s), counts %s" % (device, vendor, " ".join(COUNTS))
     if head not in p.stdout.splitlines():
         fail("%s: expected the line %r (the wrong device?)" % (name, head))
