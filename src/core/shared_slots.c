@@ -52,8 +52,9 @@ struct gbSharedSlots {
   /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
    * staged), consumed (stream: reduced), freed (proxy: every member read). */
   gbFlag_t* flags; /* [4][nslots] */
-  char* scratch;   /* device memory ([n][slotBytes]) the others' parts are copied to before a reduction; NULL
-                      where device memory is host memory */
+  char* scratch;   /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
+                      NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
+                      freed flag), also between calls on different streams, so its scratch is too. */
   int groups;      /* host groups with these members that use it */
 };
 
@@ -166,7 +167,7 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
    * member's part over (measured faster than a kernel reading mapped host
    * memory, docs/PERFORMANCE.md). */
   if (!c->dev->hostMemory) {
-    res = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->n * sh->slotBytes);
+    res = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes);
     if (res != gbSuccess) {
       unmap(c, sh, 0);
       return res;
@@ -353,7 +354,7 @@ const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const g
 const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
                                size_t bytes, void* stream, gbResult_t* res) {
   if (!sh->scratch) return gbSharedSlotsDeviceAt(sh, member, s) + offset;
-  char* to = sh->scratch + (size_t)member * sh->slotBytes;
+  char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
   *res = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
   return to;
 }

@@ -65,9 +65,9 @@ char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 /* Bytes [offset, offset + bytes) of member k's part where this device's
  * reduction reads them: in place on the host device; on a GPU the stream
- * first copies them into device scratch (one per member, reused by the next
- * chunk, which the stream orders after this one's reduction). A failed copy
- * sets *res (left alone on success). */
+ * first copies them into the slot's device scratch (one per slot and member:
+ * the slot's next use waits until every member read this one). A failed
+ * copy sets *res (left alone on success). */
 const void* gbSharedSlotsFetch(gbComm_t comm, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
                                size_t bytes, void* stream, gbResult_t* res);
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh);
