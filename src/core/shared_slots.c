@@ -157,22 +157,16 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   sh->bytes = PAGE * (size_t)(1 + sh->n) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes;
   sh->timeoutSec = c->settings.timeoutSec;
   sh->abortFlag = &c->abortFlag;
-  gbResult_t res = c->dev->hostAlloc((void**)&sh->flags, 4 * sizeof(gbFlag_t) * (size_t)sh->nslots);
-  if (res != gbSuccess) {
-    free(sh);
-    return res;
-  }
-  gbCommFlagsInit(c, sh->flags, 4 * (size_t)sh->nslots);
+  /* What this member lacks (memory) it says with ok = 0 below, so every
+   * member falls back together instead of the others waiting for it. */
+  int local = c->dev->hostAlloc((void**)&sh->flags, 4 * sizeof(gbFlag_t) * (size_t)sh->nslots) == gbSuccess;
+  if (local) gbCommFlagsInit(c, sh->flags, 4 * (size_t)sh->nslots);
   /* A GPU reduces from device memory: a copy engine brings each other
    * member's part over (measured faster than a kernel reading mapped host
    * memory, docs/PERFORMANCE.md). */
-  if (!c->dev->hostMemory) {
-    res = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes);
-    if (res != gbSuccess) {
-      unmap(c, sh, 0);
-      return res;
-    }
-  }
+  if (local && !c->dev->hostMemory)
+    local = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes) == gbSuccess;
+  if (!local) GB_INFO(GB_LOG_NET, "%s: no memory for shared staging slots: %s", g->name, gbErrorLast());
   for (int k = 0; k < sh->n; k++) {
     sh->pid[k] = probes[g->ranks[k]].pid;
     sh->pidfd[k] = k == sh->me ? -1 : (int)syscall(SYS_pidfd_open, sh->pid[k], 0);
@@ -182,16 +176,17 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   o.fd = -1;
   o.bytes = sh->bytes;
   void* made = NULL;
-  if (sh->me == 0 && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) {
+  if (sh->me == 0 && local && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) {
     const char* why = "";
     o.fd = gbMemfdCreate(SEGMENT_NAME, sh->bytes, o.nonce, &made, &why);
     if (o.fd < 0) GB_INFO(GB_LOG_NET, "%s: no staging segment of %zu bytes (%s)", g->name, sh->bytes, why);
     o.pid = (int32_t)getpid();
   }
   uint64_t sentBefore = g->algo.bytesSent; /* the set-up is no payload: the traffic counters leave it out */
-  res = gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
+  gbResult_t res = gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
   int registered = 0;
-  int32_t ok = res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered), all = 0;
+  int32_t ok = local && res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered);
+  int32_t all = 0;
   if (res == gbSuccess) res = gbAlgoAllReduce(&g->algo, &ok, &all, 1, gbInt32, gbMin, 0);
   if (made) close(o.fd); /* every member mapped it (or never will): the mappings keep it */
   g->algo.bytesSent = sentBefore;
