@@ -125,10 +125,11 @@ static gbResult_t front(walk_t* w, size_t i) {
     op.seq = c->seq;
     op.group = w->hostGroup;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
-    GB_CHECK(gbSharedSlotsTake(c, w->shared, w->stream, s));
+    void* out = NULL;
+    GB_CHECK(gbSharedSlotsTake(c, w->shared, w->stream, s, &out));
     w->queued = 1;
-    if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, w->stream));
-    return gbSharedSlotsStaged(c, w->shared, s, p->stageOut ? bytes : 0, w->stream, &op);
+    if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, out));
+    return gbSharedSlotsStaged(c, w->shared, s, p->stageOut ? bytes : 0, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, w->stream, s));
   w->queued = 1;

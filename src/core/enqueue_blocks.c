@@ -42,13 +42,17 @@ static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
 /* Chunk i of my send buffer into a slot: my block's part (all-gather, at
  * slot + me*len, or at slot itself over shared slots, where the slot is
  * mine alone), or every block's, laid out [rank][len]; over shared slots
- * (shared) without my own block, which only I read, from my send buffer. */
-static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt, int shared) {
-  size_t len = lenOf(b, i), at = i * b->m;
-  if (b->coll == GB_COLL_ALLGATHER) return copy(b, slot + (size_t)mineAt * len * b->es, b->send + at * b->es, len);
+ * (shared: their copy stream, which copies) without my own block, which
+ * only I read, from my send buffer. */
+static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt, void* shared) {
+  size_t len = lenOf(b, i), at = i * b->m, es = b->es;
+  void* on = shared ? shared : b->stream;
+  if (b->coll == GB_COLL_ALLGATHER)
+    return b->comm->dev->copyAsync(slot + (size_t)mineAt * len * es, b->send + at * es, len * es, on);
   for (int r = 0; r < b->comm->nranks; r++)
     if (!shared || r != b->comm->rank)
-      GB_CHECK(copy(b, slot + (size_t)r * len * b->es, b->send + ((size_t)r * b->count + at) * b->es, len));
+      GB_CHECK(b->comm->dev->copyAsync(slot + (size_t)r * len * es, b->send + ((size_t)r * b->count + at) * es,
+                                       len * es, on));
   return gbSuccess;
 }
 
@@ -63,15 +67,16 @@ static gbResult_t front(blocks_t* b, size_t i) {
     op.seq = c->seq;
     op.group = &c->world.algo;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
-    GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s));
-    GB_CHECK(stageOut(b, s->buf, i, 0, 1));
+    void* out = NULL;
+    GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s, &out));
+    GB_CHECK(stageOut(b, s->buf, i, 0, out));
     /* Sent: what the others read (every block but mine, or my block to all). */
     size_t sent = (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * b->es;
-    return gbSharedSlotsStaged(c, b->shared, s, sent, b->stream, &op);
+    return gbSharedSlotsStaged(c, b->shared, s, sent, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
   char* slot = s->buf;
-  GB_CHECK(stageOut(b, slot, i, me, 0));
+  GB_CHECK(stageOut(b, slot, i, me, NULL));
   GB_CHECK(gbCommSlotStaged(c, s, b->stream));
   op.kind = b->coll == GB_COLL_ALLGATHER ? GB_PROXY_ALLGATHER
             : b->coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER : GB_PROXY_ALLTOALL;

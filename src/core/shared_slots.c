@@ -50,15 +50,18 @@ struct gbSharedSlots {
   uint64_t uses[GB_SHARED_SLOTS_MAX];
   size_t next;
   /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
-   * staged), consumed (stream: reduced), freed (proxy: every member read). */
-  gbFlag_t* flags; /* [4][nslots] */
+   * staged), consumed (stream: reduced), freed (proxy: every member read),
+   * and input (the caller's stream reached the chunk: the copy stream may
+   * copy it out). */
+  gbFlag_t* flags; /* [NFLAGS][nslots] */
+  void* copyStream; /* copies chunks out, beside the caller's stream (which reduces) */
   char* scratch;   /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
                       NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
                       freed flag), also between calls on different streams, so its scratch is too. */
   int groups;      /* host groups with these members that use it */
 };
 
-enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED };
+enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, NFLAGS };
 
 static gbFlag_t* flagOf(const gbSharedSlots_t* sh, int which, size_t slot) {
   return &sh->flags[(size_t)which * (size_t)sh->nslots + slot];
@@ -94,6 +97,7 @@ static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes)
 
 /* Releases what sh holds (any part of it), and sh. */
 static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
+  if (sh->copyStream) c->dev->streamDestroy(sh->copyStream); /* drains it first: its tasks use the flags */
   if (sh->flags) c->dev->hostFree(sh->flags);
   if (sh->scratch) c->dev->memFree(sh->scratch);
   if (registered) c->dev->hostUnregister(sh->base);
@@ -159,8 +163,9 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   sh->abortFlag = &c->abortFlag;
   /* What this member lacks (memory) it says with ok = 0 below, so every
    * member falls back together instead of the others waiting for it. */
-  int local = c->dev->hostAlloc((void**)&sh->flags, 4 * sizeof(gbFlag_t) * (size_t)sh->nslots) == gbSuccess;
-  if (local) gbCommFlagsInit(c, sh->flags, 4 * (size_t)sh->nslots);
+  int local = c->dev->hostAlloc((void**)&sh->flags, NFLAGS * sizeof(gbFlag_t) * (size_t)sh->nslots) == gbSuccess;
+  if (local) gbCommFlagsInit(c, sh->flags, NFLAGS * (size_t)sh->nslots);
+  if (local) local = c->dev->streamCreate(&sh->copyStream) == gbSuccess;
   /* A GPU reduces from device memory: a copy engine brings each other
    * member's part over (measured faster than a kernel reading mapped host
    * memory, docs/PERFORMANCE.md). */
@@ -193,7 +198,8 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   if (res != gbSuccess || !all) {
     unmap(c, sh, registered);
     if (res == gbSuccess)
-      GB_INFO(GB_LOG_NET, "%s: a member could not map the shared staging segment: chunks cross over the host transport",
+      GB_INFO(GB_LOG_NET, "%s: a member could not set up the shared staging slots (its INFO log says why): chunks cross "
+                          "over the host transport",
               g->name);
     return res;
   }
@@ -313,16 +319,18 @@ static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, siz
   return gbProxyPost(c->proxy, op); /* takes st */
 }
 
-gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSlot_t* out) {
+gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSlot_t* out, void** copyStream) {
   out->slot = sh->next++ % (size_t)sh->nslots;
   out->use = ++sh->uses[out->slot];
   out->buf = gbSharedSlotsAt(sh, sh->me, out);
-  return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, stream);
+  *copyStream = sh->copyStream;
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_INPUT, out->slot), out->use, stream));
+  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_INPUT, out->slot), out->use, sh->copyStream));
+  return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, sh->copyStream);
 }
 
-gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, void* stream,
-                               gbProxyOp_t* op) {
-  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, stream));
+gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, gbProxyOp_t* op) {
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, sh->copyStream));
   return postStep(c, sh, op, s->slot, s->use, 0, bytes);
 }
 

@@ -41,9 +41,12 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  * same chunks over the group, so the counts agree), with four local flags
  * per slot between the stream and the proxy.
  *
- *  Take:    the next slot; the stream waits until every member read its
- *           last use. The caller then copies its chunk to s->buf (its part).
- *  Staged:  mark it staged; the proxy publishes `full` and waits for every
+ *  Take:    the next slot. The slots' copy stream (*copyStream) waits for
+ *           the caller's stream to reach this point and until every member
+ *           read the slot's last use; the caller then copies its chunk to
+ *           s->buf (its part) on the copy stream, so chunk k+1 goes out
+ *           while the caller's stream reduces chunk k.
+ *  Staged:  the copy stream marks it staged; the proxy publishes `full` and waits for every
  *           member's. op holds the walker's fields for the proxy (sequence,
  *           flight-recorder tag, and group: its traffic counter then counts
  *           `bytes`, what this member staged for the others, as sent); this
@@ -54,9 +57,8 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  *  Read:    mark it read; the proxy publishes `read` and waits for every
  *           member's, which frees the slot for its next use.
  * A member with nothing to send or read still takes every step. */
-gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, gbSlot_t* out);
-gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, void* stream,
-                               gbProxyOp_t* op);
+gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, gbSlot_t* out, void** copyStream);
+gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, gbProxyOp_t* op);
 gbResult_t gbSharedSlotsArrived(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 
