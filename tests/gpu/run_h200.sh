@@ -21,5 +21,7 @@ timeout 200 torchrun --nproc_per_node 2 bench/nccl_torch_allreduce.py -b 1M -e 1
 echo "== bridged (split-test) 256 MiB against pinned copy bandwidth"
 timeout 120 python3 bench/pinned_copy_torch.py -s 256
 GPUBRIDGE_SPLIT_TEST=half timeout 200 $B/bin/gpubridge-run -n 2 -- $B/bin/gpubridge-perf all_reduce -b 8 -e 256M -f 32 -n 5 -w 2 -c 1
+echo "== the GPU bridge's targets (bench/gpu_bridge.sh)"
+OUT=${OUT:-/tmp} BUILD=$B timeout 400 bash bench/gpu_bridge.sh | tail -3
 echo "== unit tests on the GPU machine"
 (cd $B && timeout 200 ctest -L unit -j8 2>&1 | tail -3)
