@@ -28,7 +28,7 @@ typedef struct {
   int queued;          /* something reached the stream or the proxy */
   int direct;          /* all-reduce on host memory: the proxy works in recv, no slot copies */
   size_t hostChunk;    /* > 0: the proxy runs the call's chunks as one step, this many elements each */
-  gbSharedSlots_t* shared; /* all-reduce over a group on one host: its shared slots (core/shared_slots.h) */
+  gbSharedSlots_t* shared; /* the host group is on one host: its shared slots (core/shared_slots.h) */
   uint32_t posted, nposts; /* host steps posted so far, and in all (the flight recorder's chunk k of n) */
   gbSlot_t slotOf[64];
 } walk_t;
