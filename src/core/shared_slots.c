@@ -293,10 +293,12 @@ static gbResult_t counterStep(void* arg) {
       return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
     int64_t now = gbClockNowNs();
     if (now > deadline) {
-      gbResult_t res = gbErrorSet(gbTimeout, "%s: rank %d did not %s its chunk in staging slot %zu within %.0f s (it is "
-                                             "stopped or far behind; raise GPUBRIDGE_TIMEOUT if the job is just slow)",
-                                  sh->name, sh->ranks[waiting], st->read ? "finish reading" : "stage", st->slot,
-                                  sh->timeoutSec);
+      /* Worded as the transports word a stall, so a reader (or a test) sees one kind of failure. */
+      gbResult_t res = gbErrorSet(gbTimeout, "%s: no progress from rank %d within %.0f s while waiting for it to %s its "
+                                             "chunk in staging slot %zu (is it stopped or overloaded? GPUBRIDGE_TIMEOUT "
+                                             "sets the limit; shared staging slots)",
+                                  sh->name, sh->ranks[waiting], sh->timeoutSec, st->read ? "finish reading" : "stage",
+                                  st->slot);
       return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[waiting], .seenBy = -1, .code = gbTimeout});
     }
     gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS);
