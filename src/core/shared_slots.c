@@ -3,13 +3,12 @@
 #include "core/shared_slots.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -42,7 +41,6 @@ struct gbSharedSlots {
   const char* name;    /* the group's */
   int nslots;
   size_t slotBytes;    /* page-rounded */
-  int pidfd[GB_REDUCE_MAX_SRCS]; /* -1: none (kill(pid, 0) instead) */
   int pid[GB_REDUCE_MAX_SRCS];
   double timeoutSec;
   const volatile int* abortFlag;
@@ -102,8 +100,6 @@ static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
   if (sh->scratch) c->dev->memFree(sh->scratch);
   if (registered) c->dev->hostUnregister(sh->base);
   if (sh->base) munmap(sh->base, sh->bytes);
-  for (int k = 0; k < sh->n; k++)
-    if (sh->pidfd[k] >= 0) close(sh->pidfd[k]);
   free(sh);
 }
 
@@ -174,7 +170,6 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   if (!local) GB_INFO(GB_LOG_NET, "%s: no memory for shared staging slots: %s", g->name, gbErrorLast());
   for (int k = 0; k < sh->n; k++) {
     sh->pid[k] = probes[g->ranks[k]].pid;
-    sh->pidfd[k] = k == sh->me ? -1 : (int)syscall(SYS_pidfd_open, sh->pid[k], 0);
   }
   offer_t o;
   memset(&o, 0, sizeof(o));
@@ -192,7 +187,12 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   int registered = 0;
   int32_t ok = local && res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered);
   int32_t all = 0;
-  if (res == gbSuccess) res = gbAlgoAllReduce(&g->algo, &ok, &all, 1, gbInt32, gbMin, 0);
+  const char* step = "the offer from member 0";
+  if (res == gbSuccess) {
+    step = "the agreement";
+    res = gbAlgoAllReduce(&g->algo, &ok, &all, 1, gbInt32, gbMin, 0);
+  }
+  if (res != gbSuccess) GB_WARN("%s: setting up shared staging slots, %s failed: %s", g->name, step, gbErrorLast());
   if (made) close(o.fd); /* every member mapped it (or never will): the mappings keep it */
   g->algo.bytesSent = sentBefore;
   if (res != gbSuccess || !all) {
@@ -235,12 +235,21 @@ typedef struct {
   uint64_t bytes;
 } step_t;
 
+/* Whether member k's process still runs: it exists and is no zombie (a
+ * killed rank its launcher has not reaped yet). No descriptor is kept per
+ * peer: a job near its descriptor limit (a listener under a flood) keeps
+ * them all. */
 static int alive(const gbSharedSlots_t* sh, int k) {
-  if (sh->pidfd[k] >= 0) {
-    struct pollfd p = {sh->pidfd[k], POLLIN, 0};
-    return poll(&p, 1, 0) == 0; /* readable: the process ended */
-  }
-  return kill(sh->pid[k], 0) == 0 || errno != ESRCH;
+  if (kill(sh->pid[k], 0) != 0 && errno == ESRCH) return 0;
+  char path[64], stat[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", sh->pid[k]);
+  FILE* f = fopen(path, "re");
+  if (!f) return errno != ENOENT;
+  size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char* close = strrchr(stat, ')'); /* "pid (comm) S ...": the state follows the name */
+  return !(close && close[1] == ' ' && close[2] == 'Z');
 }
 
 /* Notes whom the failure just set blames, as the transports do, so the

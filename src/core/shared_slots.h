@@ -7,7 +7,8 @@
  * `full` (this use of my slot holds my chunk) and `read` (I have reduced
  * this use of every member's slot), in the segment; a member waits for the
  * others' counters with a deadline, and hears a peer that failed (its
- * failure cause, also in the segment) or died (its pidfd). */
+ * failure cause, also in the segment) or died (its process is gone or a
+ * zombie). */
 #ifndef GB_CORE_SHARED_SLOTS_H
 #define GB_CORE_SHARED_SLOTS_H
 
