@@ -2,7 +2,6 @@
  * members (all of them, or the root), which fold x0 op x1 op ... op x(n-1)
  * left to right. Pipelined in pieces: piece k is folded while the pieces
  * after it are on the wire; each piece lands in a ring of window slots. */
-#include <string.h>
 #include "algo/internal.h"
 #include "base/dtype.h"
 #include "base/result.h"
@@ -16,6 +15,7 @@ typedef struct {
   int folds;     /* this member receives and folds */
   char* slots;   /* [window][n] pieces received (slot me unused) */
   size_t slotBytes;
+  const void** src; /* [n] one piece's contributions, for the fold */
 } exch_t;
 
 static char* slotAt(const exch_t* x, size_t piece, int member) {
@@ -39,25 +39,14 @@ static gbResult_t postPiece(exch_t* x, size_t k, gbNetReq_t** reqs, int* nreq) {
   return gbSuccess;
 }
 
+/* Piece k folded into recv in gbReduceOrdered's left-to-right order (it
+ * also copes with recv being my own contribution, in place). */
 static void foldPiece(const exch_t* x, size_t k, gbDataType_t dt, gbRedOp_t op, int divisor) {
   const gbAlgoGroup_t* g = x->g;
   size_t off = k * x->pe;
   size_t elems = x->count - off < x->pe ? x->count - off : x->pe;
-  size_t bytes = elems * x->es;
-  char* out = x->recv + off * x->es;
-  const char* mine = x->send + off * x->es;
-  const char* x0 = g->me == 0 ? mine : slotAt(x, k, 0);
-  const char* x1 = g->me == 1 ? mine : slotAt(x, k, 1);
-  /* The folds go straight to out, unless out is my own contribution (in
-   * place) and it is still to be folded after the first: then x0's slot
-   * holds the partial and the result is copied once. */
-  char* acc = mine == out && g->me >= 2 ? slotAt(x, k, 0) : out;
-  gbReduceTo(acc, x0, x1, elems, dt, op);
-  for (int i = 2; i < g->n; i++) {
-    gbReduceInto(acc, i == g->me ? mine : slotAt(x, k, i), elems, dt, op);
-  }
-  if (divisor > 0) gbDivideBy(acc, elems, dt, divisor);
-  if (acc != out) memcpy(out, acc, bytes);
+  for (int i = 0; i < g->n; i++) x->src[i] = i == g->me ? x->send + off * x->es : slotAt(x, k, i);
+  gbReduceOrdered(x->recv + off * x->es, x->src, g->n, elems, dt, op, divisor, 0);
 }
 
 gbResult_t gbAlgoExchange(gbAlgoGroup_t* g, const void* send, void* recv, size_t count,
@@ -80,10 +69,12 @@ gbResult_t gbAlgoExchange(gbAlgoGroup_t* g, const void* send, void* recv, size_t
   size_t perPiece = 2 * (size_t)g->n;
   size_t reqBytes = (GB_ALGO_WINDOW * perPiece * sizeof(gbNetReq_t*) + 63) & ~(size_t)63;
   size_t slotsBytes = x.folds ? window * (size_t)g->n * x.slotBytes : 0;
+  size_t srcBytes = x.folds ? (size_t)g->n * sizeof(void*) : 0;
   void* scratch;
-  GB_CHECK(gbAlgoScratchGet(g, reqBytes + slotsBytes, &scratch));
+  GB_CHECK(gbAlgoScratchGet(g, reqBytes + slotsBytes + srcBytes, &scratch));
   gbNetReq_t** reqs = (gbNetReq_t**)scratch;
   x.slots = (char*)scratch + reqBytes;
+  x.src = (const void**)(x.slots + slotsBytes);
   int nreq[GB_ALGO_WINDOW];
 
   size_t posted = 0;

@@ -361,13 +361,13 @@ char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) 
   return sh->base + slotOffset(sh, member, s->slot);
 }
 
-const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {
+static const char* deviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s) {
   return sh->devBase + slotOffset(sh, member, s->slot);
 }
 
 const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
                                size_t bytes, void* stream, gbResult_t* res) {
-  if (!sh->scratch) return gbSharedSlotsDeviceAt(sh, member, s) + offset;
+  if (!sh->scratch) return deviceAt(sh, member, s) + offset;
   char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
   *res = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
   return to;
@@ -375,4 +375,3 @@ const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, cons
 
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh) { return sh->n; }
 int gbSharedSlotsMe(const gbSharedSlots_t* sh) { return sh->me; }
-size_t gbSharedSlotsBytes(const gbSharedSlots_t* sh) { return sh->slotBytes; }

@@ -53,7 +53,7 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  *           `bytes`, what this member staged for the others, as sent); this
  *           fills the rest and posts it.
  *  Arrived: the stream waits for that. The caller then reads the members'
- *           parts (gbSharedSlotsAt for copies, gbSharedSlotsDeviceAt for
+ *           parts (gbSharedSlotsAt for copies, gbSharedSlotsFetch for
  *           kernels).
  *  Read:    mark it read; the proxy publishes `read` and waits for every
  *           member's, which frees the slot for its next use.
@@ -63,9 +63,8 @@ gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_
 gbResult_t gbSharedSlotsArrived(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);
 
-/* Member k's part of slot s: its host address, and the device's. */
+/* Member k's part of slot s: its host address. */
 char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
-const char* gbSharedSlotsDeviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 /* Bytes [offset, offset + bytes) of member k's part where this device's
  * reduction reads them: in place on the host device; on a GPU the stream
  * first copies them into the slot's device scratch (one per slot and member:
@@ -75,7 +74,5 @@ const void* gbSharedSlotsFetch(gbComm_t comm, gbSharedSlots_t* sh, int member, c
                                size_t bytes, void* stream, gbResult_t* res);
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh);
 int gbSharedSlotsMe(const gbSharedSlots_t* sh);
-/* Bytes of one member's part of a slot (GPUBRIDGE_CHUNK_BYTES, page-rounded). */
-size_t gbSharedSlotsBytes(const gbSharedSlots_t* sh);
 
 #endif
