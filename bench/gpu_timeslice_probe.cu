@@ -10,7 +10,8 @@
 //   kernels  - launches an empty kernel every 100 us (what the other bridge
 //              rank's reductions do), so both contexts want the compute engine.
 // With --own: this process's own stream waits on host memory instead
-// (ownWaits). Prints one line per mode and operation: the median and 90th percentile of
+// (ownWaits). With --copies: while B launches kernels, times small copies
+// by way and size (timeCopies). Prints one line per mode and operation: the median and 90th percentile of
 // TRIES tries in us. If B's blocked stream holds the GPU's compute engine,
 // A's kernel waits up to B's 100 ms; copies run on copy engines.
 //   nvcc -O2 -o probe bench/gpu_timeslice_probe.cu -lcuda && ./probe
@@ -149,6 +150,48 @@ static void ownWaits(void) {
   }
 }
 
+/* The ways a small copy can reach the GPU: h2d with cudaMemcpyAsync, the
+ * same as a device-to-device copy from the pinned page's device address
+ * (cuMemcpyDtoDAsync), and d2h and device-to-device for comparison. */
+enum { H2D, H2D_AS_D2D, D2H, D2D, NWAYS };
+static const char* const wayNames[NWAYS] = {"h2d cudaMemcpyAsync", "h2d as d2d (mapped page)", "d2h cudaMemcpyAsync",
+                                            "d2d cuMemcpyDtoDAsync"};
+
+static void copyOnce(int way, char* dev, char* host, CUdeviceptr hostDev, size_t bytes, cudaStream_t s) {
+  CUresult r = CUDA_SUCCESS;
+  if (way == H2D) CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+  if (way == D2H) CK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+  if (way == H2D_AS_D2D) r = cuMemcpyDtoDAsync((CUdeviceptr)dev, hostDev, bytes, (CUstream)s);
+  if (way == D2D) r = cuMemcpyDtoDAsync((CUdeviceptr)dev, (CUdeviceptr)(dev + (1 << 20)), bytes, (CUstream)s);
+  if (r != CUDA_SUCCESS) { fprintf(stderr, "cuMemcpyDtoDAsync: %d\n", (int)r); exit(1); }
+}
+
+static void timeCopies(const char* mode) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char* dev;
+  char* host;
+  void* hostDev;
+  CK(cudaMalloc((void**)&dev, 2 << 20));
+  CK(cudaHostAlloc((void**)&host, 1 << 20, cudaHostAllocMapped));
+  CK(cudaHostGetDevicePointer(&hostDev, host, 0));
+  const size_t sizes[6] = {8, 4096, 8192, 16384, 32768, 65536};
+  for (int way = 0; way < NWAYS; way++)
+    for (int k = 0; k < 6; k++) {
+      double t[TRIES];
+      for (int i = 0; i < TRIES; i++) {
+        double t0 = nowUs();
+        copyOnce(way, dev, host, (CUdeviceptr)hostDev, sizes[k], s);
+        CK(cudaStreamSynchronize(s));
+        t[i] = nowUs() - t0;
+      }
+      qsort(t, TRIES, sizeof(double), cmp);
+      printf("B %-7s %-26s %6zu B  median %8.1f us  p90 %8.1f us\n", mode, wayNames[way], sizes[k], t[TRIES / 2],
+             t[TRIES * 9 / 10]);
+      fflush(stdout);
+    }
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "--blocker") == 0) { /* process B, started by exec: no CUDA state from A */
     blocker(argv[2], atoi(argv[3]));
@@ -158,8 +201,9 @@ int main(int argc, char** argv) {
     ownWaits();
     return 0;
   }
+  int copies = argc == 2 && strcmp(argv[1], "--copies") == 0;
   const char* modes[4] = {"idle", "wait", "hostfn", "kernels"};
-  for (int m = 0; m < 4; m++) {
+  for (int m = copies ? 3 : 0; m < 4; m++) {
     int p[2];
     if (pipe(p) != 0) return 1;
     pid_t b = fork();
@@ -174,7 +218,8 @@ int main(int argc, char** argv) {
     char c;
     if (read(p[0], &c, 1) != 1) return 1;
     close(p[0]);
-    timeOps(modes[m]);
+    if (copies) timeCopies(modes[m]);
+    else timeOps(modes[m]);
     kill(b, SIGKILL);
     waitpid(b, NULL, 0);
   }

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
+#include "core/shared_slots_impl.h"
 #include "os/backoff.h"
 #include "os/memfd.h"
 #include "os/socket.h"
@@ -24,58 +24,48 @@
 /* Pid checks while waiting on a peer's counter: every this many looks. */
 #define LIVENESS_EVERY 64
 
-/* One member's counters and failure, a page of its own. */
-typedef struct {
-  _Atomic uint64_t full[GB_SHARED_SLOTS_MAX];
-  _Atomic uint64_t read[GB_SHARED_SLOTS_MAX];
-  _Atomic int failed; /* cause is written first */
-  gbNetCause_t cause;
-} memberCtl_t;
-
-struct gbSharedSlots {
-  char* base;          /* the segment: a header page, a control page per member, then the slots */
-  char* devBase;       /* the device's address of base */
-  size_t bytes;
-  int n, me;
-  const int* ranks;    /* the group's */
-  const char* name;    /* the group's */
-  int nslots;
-  size_t slotBytes;    /* page-rounded */
-  int pid[GB_REDUCE_MAX_SRCS];
-  double timeoutSec;
-  const volatile int* abortFlag;
-  /* Caller thread: uses of each slot so far, the next slot. */
-  uint64_t uses[GB_SHARED_SLOTS_MAX];
-  size_t next;
-  /* Stream <-> proxy, per slot: staged (stream), full (proxy: every member
-   * staged), consumed (stream: reduced), freed (proxy: every member read),
-   * and input (the caller's stream reached the chunk: the copy stream may
-   * copy it out). */
-  gbFlag_t* flags; /* [NFLAGS][nslots] */
-  void* copyStream; /* copies chunks out, beside the caller's stream (which reduces) */
-  char* scratch;   /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
-                      NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
-                      freed flag), also between calls on different streams, so its scratch is too. */
-  int groups;      /* host groups with these members that use it */
-};
-
-enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, NFLAGS };
+/* A member's control area: its counters, page-rounded. */
+#define CTL_BYTES ((sizeof(gbSharedCtl_t) + PAGE - 1) / PAGE * PAGE)
+/* The send/recv channels of a world of n members take at most this much
+ * host memory together (a slot of each at most a chunk): 2 members with two
+ * slots a channel get 16 MiB slots, 8 get 1 MiB. */
+#define P2P_BUDGET_BYTES ((size_t)128 << 20)
 
 static gbFlag_t* flagOf(const gbSharedSlots_t* sh, int which, size_t slot) {
   return &sh->flags[(size_t)which * (size_t)sh->nslots + slot];
 }
 
-_Static_assert(sizeof(memberCtl_t) <= PAGE, "a member's counters fit a page");
+gbFlag_t* gbSharedP2pFlag(const gbSharedSlots_t* sh, int which, int member, size_t slot) {
+  size_t perFlag = (size_t)sh->n * (size_t)sh->p2pDepth;
+  return &sh->flags[NFLAGS * (size_t)sh->nslots + (size_t)which * perFlag + (size_t)member * (size_t)sh->p2pDepth + slot];
+}
 
 static size_t roundPage(size_t b) { return (b + PAGE - 1) / PAGE * PAGE; }
 
-static memberCtl_t* ctl(const gbSharedSlots_t* sh, int k) { return (memberCtl_t*)(sh->base + PAGE * (size_t)(1 + k)); }
-
-static size_t slotOffset(const gbSharedSlots_t* sh, int member, size_t slot) {
-  return PAGE * (size_t)(1 + sh->n) + ((size_t)member * (size_t)sh->nslots + slot) * sh->slotBytes;
+gbSharedCtl_t* gbSharedCtl(const gbSharedSlots_t* sh, int k) {
+  return (gbSharedCtl_t*)(sh->base + PAGE + CTL_BYTES * (size_t)k);
 }
 
+static size_t slotsStart(const gbSharedSlots_t* sh) { return PAGE + CTL_BYTES * (size_t)sh->n; }
 
+static size_t slotOffset(const gbSharedSlots_t* sh, int member, size_t slot) {
+  return slotsStart(sh) + ((size_t)member * (size_t)sh->nslots + slot) * sh->slotBytes;
+}
+
+char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot) {
+  size_t channel = (size_t)from * (size_t)(sh->n - 1) + (size_t)(to < from ? to : to - 1);
+  size_t start = slotsStart(sh) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes;
+  return sh->base + start + (channel * (size_t)sh->p2pDepth + slot) * sh->p2pBytes;
+}
+
+/* The world's channels: p2pDepth slots (the pipeline's depth) of p2pBytes. */
+static void sizeChannels(gbComm_t c, gbSharedSlots_t* sh) {
+  sh->p2pDepth = c->settings.stagingSlots;
+  size_t channels = (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth;
+  size_t each = P2P_BUDGET_BYTES / channels;
+  if (each > (size_t)c->settings.chunkBytes) each = (size_t)c->settings.chunkBytes;
+  sh->p2pBytes = roundPage(each);
+}
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -154,13 +144,16 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   sh->nslots = c->settings.stagingSlots + 2;
   sh->groups = 1;
   sh->slotBytes = roundPage((size_t)c->settings.chunkBytes);
-  sh->bytes = PAGE * (size_t)(1 + sh->n) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes;
+  if (g == &c->world) sizeChannels(c, sh);
+  sh->bytes = slotsStart(sh) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes +
+              (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth * sh->p2pBytes;
   sh->timeoutSec = c->settings.timeoutSec;
   sh->abortFlag = &c->abortFlag;
   /* What this member lacks (memory) it says with ok = 0 below, so every
    * member falls back together instead of the others waiting for it. */
-  int local = c->dev->hostAlloc((void**)&sh->flags, NFLAGS * sizeof(gbFlag_t) * (size_t)sh->nslots) == gbSuccess;
-  if (local) gbCommFlagsInit(c, sh->flags, NFLAGS * (size_t)sh->nslots);
+  size_t nflags = NFLAGS * (size_t)sh->nslots + NP2PFLAGS * (size_t)sh->n * (size_t)sh->p2pDepth;
+  int local = c->dev->hostAlloc((void**)&sh->flags, nflags * sizeof(gbFlag_t)) == gbSuccess;
+  if (local) gbCommFlagsInit(c, sh->flags, nflags);
   if (local) local = c->dev->streamCreate(&sh->copyStream) == gbSuccess;
   /* A GPU reduces from device memory: a copy engine brings each other
    * member's part over (measured faster than a kernel reading mapped host
@@ -204,8 +197,11 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
     return res;
   }
   g->slots = sh;
-  GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each", g->name, sh->n,
-          sh->nslots, sh->slotBytes >> 10);
+  char channels[96] = "";
+  if (sh->p2pDepth > 0)
+    snprintf(channels, sizeof(channels), ", and %d of %zu KiB per send/recv channel", sh->p2pDepth, sh->p2pBytes >> 10);
+  GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each%s", g->name, sh->n,
+          sh->nslots, sh->slotBytes >> 10, channels);
   return gbSuccess;
 }
 
@@ -218,22 +214,13 @@ void gbSharedSlotsFree(gbComm_t c, gbCommGroup_t* g) {
 void gbSharedSlotsFail(gbComm_t c, gbCommGroup_t* g) {
   gbSharedSlots_t* sh = g->slots;
   if (!sh) return;
-  memberCtl_t* m = ctl(sh, sh->me);
+  gbSharedCtl_t* m = gbSharedCtl(sh, sh->me);
   if (atomic_load_explicit(&m->failed, memory_order_relaxed)) return;
   memcpy(&m->cause, &c->cause, sizeof(m->cause));
   atomic_store_explicit(&m->failed, 1, memory_order_release);
 }
 
 /* ---------------------------------------------------------- counter steps */
-
-typedef struct {
-  gbSharedSlots_t* sh;
-  size_t slot;
-  uint64_t use;
-  int read;
-  gbAlgoGroup_t* group; /* full: counts bytes as sent over it once every member has them */
-  uint64_t bytes;
-} step_t;
 
 /* Whether member k's process still runs: it exists and is no zombie (a
  * killed rank its launcher has not reaped yet). No descriptor is kept per
@@ -260,9 +247,8 @@ static gbResult_t blame(gbResult_t res, const gbNetCause_t* cause) {
 }
 
 /* Why waiting on member k cannot go on (gbSuccess: it can). */
-static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, const step_t* st) {
-  memberCtl_t* m = ctl(sh, k);
-  const char* what = st->read ? "to finish reading" : "to stage";
+static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, const gbSharedStep_t* st) {
+  gbSharedCtl_t* m = gbSharedCtl(sh, k);
   if (atomic_load_explicit(&m->failed, memory_order_acquire)) {
     gbNetCause_t cause;
     memcpy(&cause, &m->cause, sizeof(cause));
@@ -274,25 +260,21 @@ static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, c
   if (checkLife && !alive(sh, k)) {
     gbResult_t res = gbErrorSet(gbRemoteError, "%s: rank %d died or was killed while this rank waited for it %s chunk "
                                                "use %llu of staging slot %zu (shared staging slots; see its log)",
-                                sh->name, sh->ranks[k], what, (unsigned long long)st->use, st->slot);
+                                sh->name, sh->ranks[k], st->what, (unsigned long long)st->use, st->slot);
     return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[k], .seenBy = -1, .code = gbRemoteError});
   }
   return gbSuccess;
 }
 
 static gbResult_t counterStep(void* arg) {
-  const step_t* st = arg;
+  const gbSharedStep_t* st = arg;
   gbSharedSlots_t* sh = st->sh;
-  memberCtl_t* mine = ctl(sh, sh->me);
-  atomic_store_explicit(st->read ? &mine->read[st->slot] : &mine->full[st->slot], st->use, memory_order_release);
+  if (st->publish) atomic_store_explicit(st->publish, st->use, memory_order_release);
   int64_t start = gbClockNowNs(), deadline = start + (int64_t)(sh->timeoutSec * 1e9);
   for (int looks = 0;; looks++) {
     int waiting = -1;
-    for (int k = 0; k < sh->n && waiting < 0; k++) {
-      memberCtl_t* m = ctl(sh, k);
-      _Atomic uint64_t* counter = st->read ? &m->read[st->slot] : &m->full[st->slot];
-      if (k != sh->me && atomic_load_explicit(counter, memory_order_acquire) < st->use) waiting = k;
-    }
+    for (int i = 0; i < st->nwait && waiting < 0; i++)
+      if (atomic_load_explicit(st->wait[i], memory_order_acquire) < st->use) waiting = st->who[i];
     if (waiting < 0) {
       if (st->group) st->group->bytesSent += st->bytes;
       return gbSuccess;
@@ -303,31 +285,47 @@ static gbResult_t counterStep(void* arg) {
     int64_t now = gbClockNowNs();
     if (now > deadline) {
       /* Worded as the transports word a stall, so a reader (or a test) sees one kind of failure. */
-      gbResult_t res = gbErrorSet(gbTimeout, "%s: no progress from rank %d within %.0f s while waiting for it to %s its "
+      gbResult_t res = gbErrorSet(gbTimeout, "%s: no progress from rank %d within %.0f s while waiting for it %s its "
                                              "chunk in staging slot %zu (is it stopped or overloaded? GPUBRIDGE_TIMEOUT "
                                              "sets the limit; shared staging slots)",
-                                  sh->name, sh->ranks[waiting], sh->timeoutSec, st->read ? "finish reading" : "stage",
-                                  st->slot);
+                                  sh->name, sh->ranks[waiting], sh->timeoutSec, st->what, st->slot);
       return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[waiting], .seenBy = -1, .code = gbTimeout});
     }
     gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS);
   }
 }
 
-static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read,
-                           uint64_t bytes) {
-  step_t* st = malloc(sizeof(*st));
-  if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
-  *st = (step_t){sh, slot, use, read, read ? NULL : op->group, bytes};
+gbResult_t gbSharedPostStep(gbComm_t c, const gbSharedStep_t* step, gbProxyOp_t* op, gbFlag_t* ready,
+                            uint64_t readyValue, gbFlag_t* done, uint64_t doneValue) {
+  gbSharedStep_t* st = malloc(sizeof(*st));
+  if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", step->sh->name);
+  *st = *step;
   op->kind = GB_PROXY_CALL;
   op->fn = counterStep;
   op->arg = st;
   op->freeArg = free;
-  op->ready = flagOf(sh, read ? FLAG_CONSUMED : FLAG_STAGED, slot);
-  op->readyValue = use;
-  op->done = flagOf(sh, read ? FLAG_FREED : FLAG_FULL, slot);
-  op->doneValue = use;
+  op->ready = ready;
+  op->readyValue = readyValue;
+  op->done = done;
+  op->doneValue = doneValue;
   return gbProxyPost(c->proxy, op); /* takes st */
+}
+
+/* The group's step on slot s: publish my full (or read) counter, wait for every other member's. */
+static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read,
+                           uint64_t bytes) {
+  gbSharedStep_t st = {.sh = sh, .slot = slot, .use = use, .what = read ? "to finish reading" : "to stage",
+                       .group = read ? NULL : op->group, .bytes = bytes};
+  gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
+  st.publish = read ? &mine->read[slot] : &mine->full[slot];
+  for (int k = 0; k < sh->n; k++) {
+    if (k == sh->me) continue;
+    gbSharedCtl_t* m = gbSharedCtl(sh, k);
+    st.who[st.nwait] = k;
+    st.wait[st.nwait++] = read ? &m->read[slot] : &m->full[slot];
+  }
+  return gbSharedPostStep(c, &st, op, flagOf(sh, read ? FLAG_CONSUMED : FLAG_STAGED, slot), use,
+                          flagOf(sh, read ? FLAG_FREED : FLAG_FULL, slot), use);
 }
 
 gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSlot_t* out, void** copyStream) {

@@ -4,7 +4,8 @@ run on one host cross over one shared segment instead of the host transport.
 
 - nvidia:2,amd:2 under flat, hierarchical and split-rail: every collective
   that takes the slots (all-reduce, broadcast, reduce, all-gather,
-  reduce-scatter, all-to-all) gives 0 wrong values for every type and op,
+  reduce-scatter, all-to-all; send/recv over the world's channels, up to
+  1 MiB so each 8 KiB channel slot is reused many times a call) gives 0 wrong values for every type and op,
   sizes that are not multiples of the chunk, in and out of place, with small
   chunks (8 KiB, so a call crosses many slots and reuses each); rank 0 logs
   that its world, bridge and rail share slots (the world's segment serves the
@@ -28,11 +29,12 @@ harness.require_built()
 perf = os.path.join(harness.BUILD_DIR, "bin", "gpubridge-perf")
 SHARE = re.compile(r"INFO NET (world|bridge|rail \d+): (\d+) members on this host share (\d+) staging slots")
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+\S+\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\S+\s+\S+\s+(\S+)")
-COLLS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall")
+COLLS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
 
 
 def perf_job(n, vendors, coll, env_extra, ops=("all",), types=("all",)):
-    args = [perf, coll, "-b", "4", "-e", "100K", "-f", "5", "-n", "2", "-w", "1", "-c", "1", "-d", types[0]]
+    # sendrecv up to 1 MiB: 128 uses of each 8 KiB channel slot per call
+    args = [perf, coll, "-b", "4", "-e", "1M" if coll == "sendrecv" else "100K", "-f", "5", "-n", "2", "-w", "1", "-c", "1", "-d", types[0]]
     if coll in ("all_reduce", "reduce", "reduce_scatter"):
         args += ["-o", ops[0]]
     env = harness.clean_env(GPUBRIDGE_SOCKET_IFNAME="lo", GPUBRIDGE_CHUNK_BYTES="8K", GPUBRIDGE_DEBUG="INFO",
