@@ -86,6 +86,7 @@ static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes)
 /* Releases what sh holds (any part of it), and sh. */
 static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
   if (sh->copyStream) c->dev->streamDestroy(sh->copyStream); /* drains it first: its tasks use the flags */
+  if (sh->fetchStream) c->dev->streamDestroy(sh->fetchStream);
   if (sh->flags) c->dev->hostFree(sh->flags);
   if (sh->scratch) c->dev->memFree(sh->scratch);
   if (registered) c->dev->hostUnregister(sh->base);
@@ -159,7 +160,8 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
    * member's part over (measured faster than a kernel reading mapped host
    * memory, docs/PERFORMANCE.md). */
   if (local && !c->dev->hostMemory)
-    local = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes) == gbSuccess;
+    local = c->dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes) == gbSuccess &&
+            c->dev->streamCreate(&sh->fetchStream) == gbSuccess;
   if (!local) GB_INFO(GB_LOG_NET, "%s: no memory for shared staging slots: %s", g->name, gbErrorLast());
   for (int k = 0; k < sh->n; k++) {
     sh->pid[k] = probes[g->ranks[k]].pid;
@@ -367,7 +369,21 @@ const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, cons
                                size_t bytes, void* stream, gbResult_t* res) {
   if (!sh->scratch) return deviceAt(sh, member, s) + offset;
   char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
-  *res = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
+  /* The fetch stream copies the part in while the caller's stream still
+   * reduces the chunk before; for this use's first part it waits until
+   * every member staged it and this member reduced the scratch's last use. */
+  gbResult_t r = gbSuccess;
+  if (sh->fetchUse[s->slot] != s->use) {
+    sh->fetchUse[s->slot] = s->use;
+    r = c->dev->flagWait(flagOf(sh, FLAG_FULL, s->slot), s->use, sh->fetchStream);
+    if (r == gbSuccess) r = c->dev->flagWait(flagOf(sh, FLAG_CONSUMED, s->slot), s->use - 1, sh->fetchStream);
+  }
+  uint64_t fetched = ++sh->fetches[s->slot];
+  gbFlag_t* flag = flagOf(sh, FLAG_FETCHED, s->slot);
+  if (r == gbSuccess) r = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, sh->fetchStream);
+  if (r == gbSuccess) r = c->dev->flagWrite(flag, fetched, sh->fetchStream);
+  if (r == gbSuccess) r = c->dev->flagWait(flag, fetched, stream);
+  if (r != gbSuccess) *res = r;
   return to;
 }
 

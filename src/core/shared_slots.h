@@ -66,10 +66,12 @@ gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t*
 /* Member k's part of slot s: its host address. */
 char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 /* Bytes [offset, offset + bytes) of member k's part where this device's
- * reduction reads them: in place on the host device; on a GPU the stream
- * first copies them into the slot's device scratch (one per slot and member:
- * the slot's next use waits until every member read this one). A failed
- * copy sets *res (left alone on success). */
+ * reduction reads them: in place on the host device; on a GPU the slots'
+ * fetch stream first copies them into the slot's device scratch (one per
+ * slot and member: the slot's next use waits until every member read this
+ * one), so chunk k comes in while the caller's stream reduces chunk k - 1,
+ * and the caller's stream waits for the copy. A failed copy sets *res
+ * (left alone on success). */
 const void* gbSharedSlotsFetch(gbComm_t comm, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
                                size_t bytes, void* stream, gbResult_t* res);
 int gbSharedSlotsMembers(const gbSharedSlots_t* sh);

@@ -27,11 +27,11 @@ typedef struct {
 
 /* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]
  * for the channels. Group: staged (copy stream), full (proxy: every member
- * staged), consumed (stream: reduced), freed (proxy: every member read), and
+ * staged), consumed (stream: reduced), freed (proxy: every member read),
  * input (the caller's stream reached the chunk: the copy stream may copy it
- * out). Channel to member k: input, staged and freed (k read the slot's last
+ * out), and fetched (the fetch stream copied a member's part in). Channel to member k: input, staged and freed (k read the slot's last
  * use) as above; from member k: arrived (k staged) and consumed. */
-enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, NFLAGS };
+enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, FLAG_FETCHED, NFLAGS };
 enum { P2P_INPUT, P2P_STAGED, P2P_FREED, P2P_ARRIVED, P2P_CONSUMED, NP2PFLAGS };
 
 struct gbSharedSlots {
@@ -51,6 +51,9 @@ struct gbSharedSlots {
   size_t next;
   gbFlag_t* flags;     /* [NFLAGS][nslots], then [NP2PFLAGS][n][p2pDepth] */
   void* copyStream;    /* copies chunks out, beside the caller's stream (which reduces) */
+  void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
+  uint64_t fetches[GB_SHARED_SLOTS_MAX];  /* caller thread: parts fetched into each slot's scratch so far */
+  uint64_t fetchUse[GB_SHARED_SLOTS_MAX]; /* and the slot use they were last for */
   char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
                           NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
                           freed flag), also between calls on different streams, so its scratch is too. */
