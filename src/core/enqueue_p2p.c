@@ -180,7 +180,8 @@ static gbResult_t channelsPart(gbComm_t c, const gbCommP2p_t* ops, int nops, voi
   if (nchunks == 0) return gbSuccess;
   gbTraceSetPlan(c, -1, (int)w.nposts);
   *queued = 1;
-  GB_CHECK(gbCommPipeline(nchunks, gbSharedP2pDepth(w.sh), sendChunk, recvChunk, &w));
+  int depth = c->settings.stagingSlots < gbSharedP2pDepth(w.sh) ? c->settings.stagingSlots : gbSharedP2pDepth(w.sh);
+  GB_CHECK(gbCommPipeline(nchunks, depth, sendChunk, recvChunk, &w));
   /* The copy stream reads the send buffers: the group ends when it did. */
   for (int p = 0; p < c->nranks; p++)
     if (w.sendBytes[p] > 0) GB_CHECK(gbSharedP2pSendCopied(c, w.sh, &w.lastSent[p], stream));

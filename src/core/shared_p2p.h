@@ -16,8 +16,8 @@
  *
  * No proxy step waits for anything a later step of its own queue gives, so
  * two ranks may send each other in one group: a sender waits only for
- * reads of uses p2pDepth before, and gbCommPipeline runs a chunk's receive
- * p2pDepth - 1 chunks after its send. Waits have the collective's deadline
+ * reads of uses p2pDepth before, and the walker's pipeline (gbCommPipeline)
+ * is at most p2pDepth deep, so that read came before in every queue. Waits have the collective's deadline
  * and hear a peer that failed or died, as the group's slots do. */
 #ifndef GB_CORE_SHARED_P2P_H
 #define GB_CORE_SHARED_P2P_H

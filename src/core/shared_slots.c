@@ -27,8 +27,8 @@
 /* A member's control area: its counters, page-rounded. */
 #define CTL_BYTES ((sizeof(gbSharedCtl_t) + PAGE - 1) / PAGE * PAGE)
 /* The send/recv channels of a world of n members take at most this much
- * host memory together (a slot of each at most a chunk): 2 members with two
- * slots a channel get 16 MiB slots, 8 get 1 MiB. */
+ * host memory together (a slot of each at most a chunk): 2 members with four
+ * slots a channel get 16 MiB slots, 8 get 512 KiB. */
 #define P2P_BUDGET_BYTES ((size_t)128 << 20)
 
 static gbFlag_t* flagOf(const gbSharedSlots_t* sh, int which, size_t slot) {
@@ -58,9 +58,11 @@ char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot) {
   return sh->base + start + (channel * (size_t)sh->p2pDepth + slot) * sh->p2pBytes;
 }
 
-/* The world's channels: p2pDepth slots (the pipeline's depth) of p2pBytes. */
+/* The world's channels: p2pDepth slots of p2pBytes; two more than the
+ * pipeline's depth, as the group's slots, so that a sender rarely waits for
+ * the receiver's read of the slot's last use to travel through the proxies. */
 static void sizeChannels(gbComm_t c, gbSharedSlots_t* sh) {
-  sh->p2pDepth = c->settings.stagingSlots;
+  sh->p2pDepth = c->settings.stagingSlots + 2;
   size_t channels = (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth;
   size_t each = P2P_BUDGET_BYTES / channels;
   if (each > (size_t)c->settings.chunkBytes) each = (size_t)c->settings.chunkBytes;
