@@ -1,12 +1,14 @@
 /* One rank of the fault tests (tests/mp/test_faults.py).
  *
- * Usage: rank_faults --victim R --phase startup|island|bridge --signal KILL|STOP [--count N]
+ * Usage: rank_faults --victim R --phase startup|island|bridge|p2p --signal KILL|STOP [--count N]
  *        rank_faults --abort-test --victim R --aborter A [--count N]
  *
  * Fault mode: the victim prints "victim pid P" and raises the signal on
  * itself: before init (startup), or after init right after enqueueing a
  * large all-reduce (island, bridge: the phase only names which rank the
- * driver chose). Every survivor times its init (startup) or its all-reduce
+ * driver chose), or a large send/recv group around the ring (p2p: send to
+ * rank + 1, receive from rank - 1). Every survivor times its init (startup) or its all-reduce
+ * (or send/recv group)
  * (enqueue + gbStreamSynchronize + gbCommGetAsyncError) and prints
  * "error after X.XX s: <gbGetLastError text>" and exits 1 when it sees an
  * error, or "no error after X.XX s" and exits 2 when it does not.
@@ -78,9 +80,25 @@ static void* dev(size_t bytes) {
   return p;
 }
 
+/* The operation the job runs after init: an all-reduce in place on buf, or
+ * (p2p) a send of buf to the next rank and a receive from the previous one
+ * into the buffer's second half. */
+static gbResult_t enqueueOp(gbComm_t comm, void* stream, void* buf, size_t count, int p2p) {
+  if (!p2p) return gbAllReduce(buf, buf, count, gbFloat32, gbSum, comm, stream);
+  int me = 0, n = 0;
+  gbResult_t r = gbCommUserRank(comm, &me);
+  if (r == gbSuccess) r = gbCommCount(comm, &n);
+  if (r == gbSuccess) r = gbGroupStart();
+  if (r != gbSuccess) return r;
+  gbResult_t s = gbSend(buf, count, gbFloat32, (me + 1) % n, comm, stream);
+  if (s == gbSuccess) s = gbRecv((float*)buf + count, count, gbFloat32, (me + n - 1) % n, comm, stream);
+  r = gbGroupEnd();
+  return s != gbSuccess ? s : r;
+}
+
 /* enqueue + synchronize + async error; returns the first failure or gbSuccess. */
-static gbResult_t timedAllReduce(gbComm_t comm, void* stream, void* buf, size_t count, const char** text) {
-  gbResult_t r = gbAllReduce(buf, buf, count, gbFloat32, gbSum, comm, stream);
+static gbResult_t timedOp(gbComm_t comm, void* stream, void* buf, size_t count, int p2p, const char** text) {
+  gbResult_t r = enqueueOp(comm, stream, buf, count, p2p);
   if (r == gbSuccess) r = gbStreamSynchronize(stream);
   if (r == gbSuccess) {
     gbResult_t async = gbSuccess;
@@ -204,20 +222,22 @@ int main(int argc, char** argv) {
     printf("setup: gbStreamCreate failed: %s\n", gbGetLastError(NULL));
     leave(4);
   }
-  void* buf = dev(count * sizeof(float));
+  int p2p = !abortMode && strcmp(phase, "p2p") == 0;
+  void* buf = dev(2 * count * sizeof(float));
   if (abortMode) {
     if (me == victim) becomeVictim(SIGSTOP);
     if (me == aborter) return runAborter(comm, stream, buf, count);
   } else if (me == victim) {
-    r = gbAllReduce(buf, buf, count, gbFloat32, gbSum, comm, stream);
-    if (r != gbSuccess) printf("victim: gbAllReduce returned %d: %s\n", (int)r, gbGetLastError(comm));
+    r = enqueueOp(comm, stream, buf, count, p2p);
+    if (r != gbSuccess) printf("victim: enqueueing returned %d: %s\n", (int)r, gbGetLastError(comm));
     becomeVictim(sig);
   }
   const char* text = "";
   t0 = nowS();
-  r = timedAllReduce(comm, stream, buf, count, &text);
+  r = timedOp(comm, stream, buf, count, p2p, &text);
   if (r != gbSuccess) reportError(t0, text);
-  printf("no error after %.2f s: the all-reduce succeeded without rank %d\n", nowS() - t0, victim);
+  printf("no error after %.2f s: the %s succeeded without rank %d\n", nowS() - t0, p2p ? "send/recv" : "all-reduce",
+         victim);
   leave(2);
   return 0;
 }

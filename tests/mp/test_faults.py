@@ -1,7 +1,10 @@
 """Faults: one rank of a nvidia:2,amd:2 job (leaders 0 and 2) kills or stops
 itself at start-up (victim 3, and victim 0 which hosts the rendezvous root),
-in the island phase (victim 1, a non-leader) or in the bridge phase (victim
-2, the amd leader). Every survivor must report an error within
+in the island phase (victim 1, a non-leader), in the bridge phase (victim
+2, the amd leader) or during a send/recv group around the ring (p2p, victim
+3: rank 0 receives from it across the bridge, over the send/recv channels
+of the shared staging slots; the call check is off there, so the fault
+meets the channels). Every survivor must report an error within
 GPUBRIDGE_TIMEOUT + 2 s, and nothing may hang, and its text must name the
 victim: after init, the first rank the text names is the victim, even where
 the survivor first heard of the failure from a healthy rank that shut its
@@ -40,14 +43,17 @@ SCENARIOS = [
     ("startup", 0, "KILL"), ("startup", 0, "STOP"),
     ("island", 1, "KILL"), ("island", 1, "STOP"),
     ("bridge", 2, "KILL"), ("bridge", 2, "STOP"),
+    ("p2p", 3, "KILL"), ("p2p", 3, "STOP"),
 ]
 
 
 SHM = sys.argv[sys.argv.index("--shm") + 1] if "--shm" in sys.argv else None
 
 
-def fault_env(timeout=TIMEOUT):
-    return harness.clean_env(GPUBRIDGE_TIMEOUT=timeout, GPUBRIDGE_SHM=SHM)
+def fault_env(timeout=TIMEOUT, phase=None):
+    # p2p: no call check, so the fault meets the send/recv channels, not the check's exchange.
+    return harness.clean_env(GPUBRIDGE_TIMEOUT=timeout, GPUBRIDGE_SHM=SHM,
+                             GPUBRIDGE_CHECK_CALLS="off" if phase == "p2p" else None)
 
 
 def reported(lines, r):
@@ -112,7 +118,7 @@ def keep_going_case(suite, phase, victim, sig, launcher_kills):
     lt = 15 if launcher_kills else LAUNCHER_TIMEOUT
     cmd = harness.launch_cmd(N, [harness.program("rank_faults"), "--victim", str(victim), "--phase", phase,
                                  "--signal", sig], VENDORS, keep_going=True, timeout=lt)
-    job = harness.LiveJob(cmd, fault_env())
+    job = harness.LiveJob(cmd, fault_env(phase=phase))
     job.wait_for(lambda L: all(reported(L, r) for r in survivors), LIMIT + 15)
     lines = job.lines()
     if sig == "STOP" and not launcher_kills:
