@@ -253,7 +253,7 @@ gbResult_t gbCommPipeline(size_t nchunks, int depth, gbResult_t (*front)(void* a
  * anything was queued, and failing the comm when a queued call failed. */
 gbResult_t gbCommEnqueueEnd(gbComm_t comm, void* stream, int queued, gbResult_t res);
 /* A count-0 collective: a no-op (as NCCL) unless the call check is on; then
- * it takes part in the check like any call (enqueue.c). */
+ * it takes part in the check like any call (enqueue_walk.c). */
 gbResult_t gbCommEnqueueEmpty(gbComm_t comm, const gbCommCall_t* call, void* stream);
 
 /* The first failure, read without the lock from any thread. Acquire pairs

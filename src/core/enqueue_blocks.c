@@ -1,42 +1,27 @@
-/* The block collectives: all-gather, reduce-scatter and all-to-all. In one
- * island under native they are the island's own calls. Across islands they
- * run flat (docs/REDUCTION_ORDER.md): chunk k holds elements [k*m, k*m+len)
- * of every rank's block, laid out [rank][len] in a staging slot, crosses in
- * one host collective over all ranks, and is copied back block by block;
- * chunks are pipelined over the slots as in enqueue.c. */
+/* Walks a block collective's plan (plan/blocks.c): all-gather,
+ * reduce-scatter and all-to-all. Under native, the island's own call.
+ * Otherwise flat (docs/REDUCTION_ORDER.md): chunk k holds elements
+ * [k*m, k*m+len) of every rank's block, laid out [rank][len] in a staging
+ * slot, crosses in one host collective over all ranks, and is copied back
+ * block by block; enqueue_walk.c pipelines the chunks over the slots. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "core/enqueue_walk.h"
 #include "core/shared_slots.h"
 #include "core/trace.h"
 #include "plan/plan.h"
 
 typedef struct {
-  gbComm_t comm;
-  gbColl_t coll;
+  gbCommWalk_t walk;   /* first: front and back get it; walk.in.count is the per rank block */
   const char* send;
   char* recv;
-  size_t count;      /* per rank block */
-  gbDataType_t dt;
-  size_t es;
-  gbCommOps_t ops;
-  void* stream;
-  size_t m;          /* elements of each block per chunk */
-  int depth;
-  gbSharedSlots_t* shared; /* every rank on this host: the world's shared slots (core/shared_slots.h) */
-  gbSlot_t slotOf[64];
 } blocks_t;
 
-static size_t lenOf(const blocks_t* b, size_t i) {
-  size_t left = b->count - i * b->m;
-  return left < b->m ? left : b->m;
-}
-
 static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
-  return b->comm->dev->copyAsync(dst, src, elems * b->es, b->stream);
+  return b->walk.comm->dev->copyAsync(dst, src, elems * b->walk.esize, b->walk.stream);
 }
 
 /* Chunk i of my send buffer into a slot: my block's part (all-gather, at
@@ -45,55 +30,92 @@ static gbResult_t copy(blocks_t* b, void* dst, const void* src, size_t elems) {
  * (shared: their copy stream, which copies) without my own block, which
  * only I read, from my send buffer. */
 static gbResult_t stageOut(blocks_t* b, char* slot, size_t i, int mineAt, void* shared) {
-  size_t len = lenOf(b, i), at = i * b->m, es = b->es;
-  void* on = shared ? shared : b->stream;
-  if (b->coll == GB_COLL_ALLGATHER)
-    return b->comm->dev->copyAsync(slot + (size_t)mineAt * len * es, b->send + at * es, len * es, on);
-  for (int r = 0; r < b->comm->nranks; r++)
-    if (!shared || r != b->comm->rank)
-      GB_CHECK(b->comm->dev->copyAsync(slot + (size_t)r * len * es, b->send + ((size_t)r * b->count + at) * es,
-                                       len * es, on));
+  const gbCommWalk_t* cw = &b->walk;
+  size_t len = gbPlanChunkLen(&cw->plan, i), at = i * cw->plan.chunkCount, es = cw->esize;
+  void* on = shared ? shared : cw->stream;
+  if (cw->in.coll == GB_COLL_ALLGATHER)
+    return cw->comm->dev->copyAsync(slot + (size_t)mineAt * len * es, b->send + at * es, len * es, on);
+  for (int r = 0; r < cw->comm->nranks; r++)
+    if (!shared || r != cw->comm->rank)
+      GB_CHECK(cw->comm->dev->copyAsync(slot + (size_t)r * len * es,
+                                        b->send + ((size_t)r * cw->in.count + at) * es, len * es, on));
   return gbSuccess;
 }
 
-static gbResult_t front(blocks_t* b, size_t i) {
-  gbComm_t c = b->comm;
+/* All-to-all inside one island: one fused group of sends and receives. */
+static gbResult_t islandAllToAll(blocks_t* b) {
+  const gbCommWalk_t* cw = &b->walk;
+  gbIsland_t* is = cw->comm->islandComm;
+  int n = is->size;
+  size_t count = cw->in.count;
+  gbIslandP2p_t* ops = calloc(2 * (size_t)n, sizeof(gbIslandP2p_t));
+  if (!ops) return gbErrorSet(gbSystemError, "out of memory for an all-to-all of %d ranks", n);
+  for (int r = 0; r < n; r++) {
+    ops[2 * r] = (gbIslandP2p_t){r, 1, (void*)(b->send + (size_t)r * count * cw->esize), count, cw->in.dtype};
+    ops[2 * r + 1] = (gbIslandP2p_t){r, 0, b->recv + (size_t)r * count * cw->esize, count, cw->in.dtype};
+  }
+  gbResult_t res = is->ops->sendRecv(is, ops, 2 * n, cw->stream);
+  free(ops);
+  return res;
+}
+
+/* Native: the island's own call, the plan's one chunk. */
+static gbResult_t runNative(blocks_t* b) {
+  const gbCommWalk_t* cw = &b->walk;
+  gbIsland_t* is = cw->comm->islandComm;
+  size_t count = cw->in.count;
+  /* The recorder's island bytes: this rank's input to the island call. */
+  gbTraceAddIslandBytes(cw->comm, count * cw->esize * (cw->in.coll == GB_COLL_ALLGATHER ? 1 : (size_t)is->size));
+  if (cw->in.coll == GB_COLL_ALLGATHER)
+    return is->ops->allGather(is, b->send, b->recv, count, cw->in.dtype, cw->stream);
+  if (cw->in.coll == GB_COLL_REDUCESCATTER)
+    return is->ops->reduceScatter(is, b->send, b->recv, count, cw->in.dtype, cw->ops.island, cw->stream);
+  return islandAllToAll(b);
+}
+
+static gbResult_t front(gbCommWalk_t* cw, size_t i) {
+  blocks_t* b = (blocks_t*)cw;
+  const gbPlan_t* p = &cw->plan;
+  cw->queued = 1; /* a failure from here on may leave work queued */
+  if (p->policy == gbPolicyNative) return runNative(b);
+  gbComm_t c = cw->comm;
   int n = c->nranks, me = c->rank;
-  size_t len = lenOf(b, i);
-  gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
+  size_t len = gbPlanChunkLen(p, i);
+  gbSlot_t* s = &cw->slotOf[i % (size_t)p->depth];
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
-  if (b->shared) {
+  if (cw->shared) {
     op.seq = c->seq;
-    op.group = &c->world.algo;
-    gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
+    op.group = &cw->hostGroup->algo;
+    gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)p->hostSteps);
     void* out = NULL;
-    GB_CHECK(gbSharedSlotsTake(c, b->shared, b->stream, s, &out));
+    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, s, &out));
     GB_CHECK(stageOut(b, s->buf, i, 0, out));
     /* Sent: what the others read (every block but mine, or my block to all). */
-    size_t sent = (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * b->es;
-    return gbSharedSlotsStaged(c, b->shared, s, sent, &op);
+    size_t sent = (cw->in.coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * cw->esize;
+    return gbSharedSlotsStaged(c, cw->shared, s, sent, &op);
   }
-  GB_CHECK(gbCommSlotAcquire(c, b->stream, s));
+  GB_CHECK(gbCommSlotAcquire(c, cw->stream, s));
   char* slot = s->buf;
   GB_CHECK(stageOut(b, slot, i, me, NULL));
-  GB_CHECK(gbCommSlotStaged(c, s, b->stream));
-  op.kind = b->coll == GB_COLL_ALLGATHER ? GB_PROXY_ALLGATHER
-            : b->coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER : GB_PROXY_ALLTOALL;
-  op.group = &c->world.algo;
+  GB_CHECK(gbCommSlotStaged(c, s, cw->stream));
+  op.kind = cw->in.coll == GB_COLL_ALLGATHER       ? GB_PROXY_ALLGATHER
+            : cw->in.coll == GB_COLL_REDUCESCATTER ? GB_PROXY_REDUCESCATTER
+                                                   : GB_PROXY_ALLTOALL;
+  op.group = &cw->hostGroup->algo;
   op.buf = slot;
-  op.out = slot + (size_t)n * len * b->es;
+  op.out = slot + (size_t)n * len * cw->esize;
   op.count = len;
-  op.dtype = b->dt;
-  op.op = b->ops.host;
-  op.divisor = b->ops.divisor;
-  op.scale = b->ops.scale;
+  op.dtype = cw->in.dtype;
+  op.op = cw->ops.host;
+  op.divisor = cw->ops.divisor;
+  op.scale = cw->ops.scale;
   op.ready = gbCommSlotStagedFlag(c, s);
   op.readyValue = s->use;
   op.done = gbCommSlotDoneFlag(c, s);
   op.doneValue = s->use;
   op.seq = c->seq;
-  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)((b->count + b->m - 1) / b->m));
+  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)p->hostSteps);
   return gbProxyPost(c->proxy, &op);
 }
 
@@ -102,128 +124,65 @@ static gbResult_t front(blocks_t* b, size_t i) {
  * block, folded x_0 op ... op x_(n-1) in rank order), my own from my send
  * buffer. */
 static gbResult_t backShared(blocks_t* b, const gbSlot_t* s, size_t i) {
-  gbComm_t c = b->comm;
+  const gbCommWalk_t* cw = &b->walk;
+  gbComm_t c = cw->comm;
   int n = c->nranks, me = c->rank;
-  size_t len = lenOf(b, i), at = i * b->m, es = b->es;
-  size_t mineAt = b->coll == GB_COLL_ALLGATHER ? 0 : (size_t)me * len; /* in each rank's part */
-  GB_CHECK(gbSharedSlotsArrived(c, b->shared, s, b->stream));
-  if (b->coll == GB_COLL_REDUCESCATTER) {
-    gbReduceArgs_t red = {.dst = b->recv + at * es, .nsrc = n, .count = len, .dtype = b->dt, .op = b->ops.host,
-                          .divisor = b->ops.divisor};
+  gbColl_t coll = cw->in.coll;
+  size_t count = cw->in.count, len = gbPlanChunkLen(&cw->plan, i), at = i * cw->plan.chunkCount, es = cw->esize;
+  size_t mineAt = coll == GB_COLL_ALLGATHER ? 0 : (size_t)me * len; /* in each rank's part */
+  GB_CHECK(gbSharedSlotsArrived(c, cw->shared, s, cw->stream));
+  if (coll == GB_COLL_REDUCESCATTER) {
+    gbReduceArgs_t red = {.dst = b->recv + at * es, .nsrc = n, .count = len, .dtype = cw->in.dtype,
+                          .op = cw->ops.host, .divisor = cw->ops.divisor};
     gbResult_t res = gbSuccess;
     for (int r = 0; r < n; r++)
-      red.src[r] = r == me ? (const void*)(b->send + ((size_t)me * b->count + at) * es)
-                           : gbSharedSlotsFetch(c, b->shared, r, s, mineAt * es, len * es, b->stream, &res);
+      red.src[r] = r == me ? (const void*)(b->send + ((size_t)me * count + at) * es)
+                           : gbSharedSlotsFetch(c, cw->shared, r, s, mineAt * es, len * es, cw->stream, &res);
     GB_CHECK(res);
-    GB_CHECK(c->dev->reduceAsync(&red, b->stream));
+    GB_CHECK(c->dev->reduceAsync(&red, cw->stream));
   } else {
     for (int r = 0; r < n; r++) {
-      const char* mine = b->send + ((b->coll == GB_COLL_ALLGATHER ? 0 : (size_t)r * b->count) + at) * es;
-      const char* from = r == me ? mine : gbSharedSlotsAt(b->shared, r, s) + mineAt * es;
-      GB_CHECK(copy(b, b->recv + ((size_t)r * b->count + at) * es, from, len));
+      const char* mine = b->send + ((coll == GB_COLL_ALLGATHER ? 0 : (size_t)r * count) + at) * es;
+      const char* from = r == me ? mine : gbSharedSlotsAt(cw->shared, r, s) + mineAt * es;
+      GB_CHECK(copy(b, b->recv + ((size_t)r * count + at) * es, from, len));
     }
   }
-  return gbSharedSlotsRead(c, b->shared, s, b->stream);
+  return gbSharedSlotsRead(c, cw->shared, s, cw->stream);
 }
 
-static gbResult_t back(blocks_t* b, size_t i) {
-  gbComm_t c = b->comm;
+static gbResult_t back(gbCommWalk_t* cw, size_t i) {
+  blocks_t* b = (blocks_t*)cw;
+  const gbPlan_t* p = &cw->plan;
+  if (p->policy == gbPolicyNative) return gbSuccess;
+  gbComm_t c = cw->comm;
   int n = c->nranks, me = c->rank;
-  size_t len = lenOf(b, i), at = i * b->m;
-  gbSlot_t* s = &b->slotOf[i % (size_t)b->depth];
-  if (b->shared) return backShared(b, s, i);
-  GB_CHECK(gbCommSlotAwait(c, s, b->stream));
+  size_t count = cw->in.count, len = gbPlanChunkLen(p, i), at = i * p->chunkCount, es = cw->esize;
+  gbSlot_t* s = &cw->slotOf[i % (size_t)p->depth];
+  if (cw->shared) return backShared(b, s, i);
+  GB_CHECK(gbCommSlotAwait(c, s, cw->stream));
   char* slot = s->buf;
-  if (b->coll == GB_COLL_REDUCESCATTER) {
-    GB_CHECK(copy(b, b->recv + at * b->es, slot + (size_t)me * len * b->es, len));
+  if (cw->in.coll == GB_COLL_REDUCESCATTER) {
+    GB_CHECK(copy(b, b->recv + at * es, slot + (size_t)me * len * es, len));
   } else {
-    const char* from = b->coll == GB_COLL_ALLTOALL ? slot + (size_t)n * len * b->es : slot;
+    const char* from = cw->in.coll == GB_COLL_ALLTOALL ? slot + (size_t)n * len * es : slot;
     for (int r = 0; r < n; r++)
-      GB_CHECK(copy(b, b->recv + ((size_t)r * b->count + at) * b->es, from + (size_t)r * len * b->es, len));
+      GB_CHECK(copy(b, b->recv + ((size_t)r * count + at) * es, from + (size_t)r * len * es, len));
   }
-  return gbCommSlotRelease(c, s, b->stream);
-}
-
-static gbResult_t frontFn(void* b, size_t i) { return front(b, i); }
-static gbResult_t backFn(void* b, size_t i) { return back(b, i); }
-
-/* All-to-all inside one island: one fused group of sends and receives. */
-static gbResult_t islandAllToAll(blocks_t* b) {
-  gbIsland_t* is = b->comm->islandComm;
-  int n = is->size;
-  gbIslandP2p_t* ops = calloc(2 * (size_t)n, sizeof(gbIslandP2p_t));
-  if (!ops) return gbErrorSet(gbSystemError, "out of memory for an all-to-all of %d ranks", n);
-  for (int r = 0; r < n; r++) {
-    ops[2 * r] = (gbIslandP2p_t){r, 1, (void*)(b->send + (size_t)r * b->count * b->es), b->count, b->dt};
-    ops[2 * r + 1] = (gbIslandP2p_t){r, 0, b->recv + (size_t)r * b->count * b->es, b->count, b->dt};
-  }
-  gbResult_t res = is->ops->sendRecv(is, ops, 2 * n, b->stream);
-  free(ops);
-  return res;
-}
-
-static gbResult_t runNative(blocks_t* b) {
-  gbIsland_t* is = b->comm->islandComm;
-  /* The recorder's island bytes: this rank's input to the island call. */
-  gbTraceAddIslandBytes(b->comm, b->count * b->es * (b->coll == GB_COLL_ALLGATHER ? 1 : (size_t)is->size));
-  if (b->coll == GB_COLL_ALLGATHER) return is->ops->allGather(is, b->send, b->recv, b->count, b->dt, b->stream);
-  if (b->coll == GB_COLL_REDUCESCATTER)
-    return is->ops->reduceScatter(is, b->send, b->recv, b->count, b->dt, b->ops.island, b->stream);
-  return islandAllToAll(b);
+  return gbCommSlotRelease(c, s, cw->stream);
 }
 
 static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, void* recv, size_t count,
                                 gbDataType_t dt, gbRedOp_t op, int hasOp, void* stream) {
+  gbCommOps_t ops;
+  if (hasOp) GB_CHECK(gbCommResolveOp(c, op, dt, &ops));
   blocks_t b;
   memset(&b, 0, sizeof(b));
-  b.comm = c;
-  b.coll = coll;
+  b.walk.front = front;
+  b.walk.back = back;
   b.send = send;
   b.recv = recv;
-  b.count = count;
-  b.dt = dt;
-  b.es = gbDtypeSize(dt);
-  b.stream = stream;
-  if (hasOp) GB_CHECK(gbCommResolveOp(c, op, dt, &b.ops));
   gbCommCall_t call = {coll, count, dt, hasOp ? (int)op : -1, -1};
-  if (count == 0) return gbCommEnqueueEmpty(c, &call, stream);
-  gbPlanInput_t in;
-  memset(&in, 0, sizeof(in));
-  in.coll = coll;
-  in.dtype = dt;
-  in.count = count;
-  in.policy = c->settings.policy;
-  in.topo = &c->topo;
-  in.thresholds = &c->thresholds;
-  int policy = gbPlanCallPolicy(&in, count * b.es * (size_t)c->nranks);
-  int factor = coll == GB_COLL_ALLTOALL ? 2 : 1;
-  if (policy != gbPolicyNative) {
-    size_t per = c->staging.slotBytes / (b.es * (size_t)c->nranks * (size_t)factor);
-    if (per == 0)
-      return gbErrorSet(gbInvalidUsage, "%s: one element per rank (%d ranks, %zu bytes) does not fit a %zu-byte "
-                        "staging slot; raise GPUBRIDGE_CHUNK_BYTES", gbPlanCollName(coll), c->nranks, b.es,
-                        c->staging.slotBytes);
-    b.m = per;
-    b.depth = c->settings.stagingSlots < 64 ? c->settings.stagingSlots : 64;
-    if (!(hasOp && b.ops.scale)) b.shared = c->world.slots; /* a PreMulSum contribution is scaled by the proxy */
-  }
-  c->seq++;
-  gbTraceBegin(c, coll, count, dt, call.op, -1);
-  gbTraceSetPlan(c, policy, policy == gbPolicyNative ? 0 : (int)((count + b.m - 1) / b.m));
-  uint64_t checks = c->checksPosted;
-  gbResult_t res = gbCommCheckCall(c, &call, stream);
-  int queued = c->checksPosted != checks;
-  if (res == gbSuccess && policy == gbPolicyNative) {
-    res = runNative(&b);
-    queued = 1;
-  } else if (res == gbSuccess) {
-    if (hasOp) res = gbCommStageScalar(c, &b.ops, stream);
-    if (res == gbSuccess) {
-      queued = 1;
-      res = gbCommPipeline((count + b.m - 1) / b.m, b.depth, frontFn, backFn, &b);
-    }
-  }
-  return gbCommEnqueueEnd(c, stream, queued, res);
+  return gbCommWalkRun(&b.walk, c, &call, hasOp ? &ops : NULL, stream);
 }
 
 gbResult_t gbCommEnqueueAllGather(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,

@@ -184,7 +184,7 @@ static gbResult_t channelsPart(gbComm_t c, const gbCommP2p_t* ops, int nops, voi
   GB_CHECK(gbCommPipeline(nchunks, depth, sendChunk, recvChunk, &w));
   /* The copy stream reads the send buffers: the group ends when it did. */
   for (int p = 0; p < c->nranks; p++)
-    if (w.sendBytes[p] > 0) GB_CHECK(gbSharedP2pSendCopied(c, w.sh, &w.lastSent[p], stream));
+    if (w.sendBytes[p] > 0) GB_CHECK(gbSharedP2pSendDone(c, w.sh, &w.lastSent[p], stream));
   return gbSuccess;
 }
 

@@ -49,11 +49,11 @@ gbResult_t gbSharedP2pSendStaged(gbComm_t c, gbSharedSlots_t* sh, const gbP2pChu
   gbSharedStep_t st = {.sh = sh, .slot = ch->slot, .use = ch->use, .what = "",
                        .publish = &gbSharedCtl(sh, sh->me)->sent[ch->peer][ch->slot], .group = op->group,
                        .bytes = bytes};
-  return gbSharedPostStep(c, &st, op, staged, ch->use, NULL, 0);
+  return gbSharedPostStep(c, &st, op, staged, ch->use, gbSharedP2pFlag(sh, P2P_SENT, ch->peer, ch->slot), ch->use);
 }
 
-gbResult_t gbSharedP2pSendCopied(gbComm_t c, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, void* stream) {
-  return c->dev->flagWait(gbSharedP2pFlag(sh, P2P_STAGED, ch->peer, ch->slot), ch->use, stream);
+gbResult_t gbSharedP2pSendDone(gbComm_t c, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, void* stream) {
+  return c->dev->flagWait(gbSharedP2pFlag(sh, P2P_SENT, ch->peer, ch->slot), ch->use, stream);
 }
 
 gbResult_t gbSharedP2pRecvArrived(gbComm_t c, gbSharedSlots_t* sh, int peer, void* stream, gbP2pChunk_t* out,

@@ -46,8 +46,9 @@ gbResult_t gbSharedP2pSendTake(gbComm_t comm, gbSharedSlots_t* sh, int peer, voi
 gbResult_t gbSharedP2pSendStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, uint64_t bytes,
                                  gbProxyOp_t* op);
 /* The caller's stream waits until chunk ch was copied out of the send
- * buffer (the end of a group: its buffers are the caller's again). */
-gbResult_t gbSharedP2pSendCopied(gbComm_t comm, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, void* stream);
+ * buffer and the proxy published it (the end of a group: its buffers are
+ * the caller's again, and its flight-recorder steps ended). */
+gbResult_t gbSharedP2pSendDone(gbComm_t comm, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, void* stream);
 gbResult_t gbSharedP2pRecvArrived(gbComm_t comm, gbSharedSlots_t* sh, int peer, void* stream, gbP2pChunk_t* out,
                                   gbProxyOp_t* op);
 gbResult_t gbSharedP2pRecvRead(gbComm_t comm, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, void* stream);

@@ -6,6 +6,7 @@
 #include "base/dtype.h"
 #include "base/param.h"
 #include "base/result.h"
+#include "plan/blocks.h"
 
 static const char* const collNames[GB_NUM_COLLS] = {"all_reduce", "broadcast", "reduce", "all_gather",
                                                     "reduce_scatter", "alltoall", "sendrecv"};
@@ -165,11 +166,11 @@ static void planReduce(const gbPlanInput_t* in, gbPlan_t* p) {
   }
 }
 
-gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* p) {
-  memset(p, 0, sizeof(*p));
+/* All-reduce, broadcast and reduce: native runs the call whole in the
+ * island; the others cut it into chunks of chunkBytes. */
+static void chunkByBytes(const gbPlanInput_t* in, gbPlan_t* p) {
   size_t esize = gbDtypeSize(in->dtype);
   p->policy = gbPlanCallPolicy(in, in->count * esize);
-  p->myRail = -1;
   if (p->policy == gbPolicyNative) {
     p->chunkCount = in->count;
     p->nchunks = in->count ? 1 : 0;
@@ -178,11 +179,55 @@ gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* p) {
     if (p->chunkCount == 0) p->chunkCount = 1;
     p->nchunks = (in->count + p->chunkCount - 1) / p->chunkCount;
   }
+}
+
+/* A host group that shares staging slots takes them, unless its proxy must
+ * scale a PreMulSum contribution first (world steps). */
+static int takesSharedSlots(const gbPlanInput_t* in, const gbPlan_t* p) {
+  if (p->host == GB_HOST_NONE || !in->sharedSlots[p->host]) return 0;
+  return !(p->host == GB_HOST_WORLD && in->preMulScale);
+}
+
+/* How the host step is staged: pipeline depth, shared slots, direct, one
+ * proxy step for all chunks; then the host steps this rank posts. */
+static void planStaging(const gbPlanInput_t* in, gbPlan_t* p) {
+  p->depth = in->stagingSlots < GB_PLAN_MAX_DEPTH ? in->stagingSlots : GB_PLAN_MAX_DEPTH;
+  p->sharedSlots = takesSharedSlots(in, p);
+  /* Host memory needs no staging for all-reduce: recv is where the result
+   * goes and what every later step reads (the slot still orders the steps).
+   * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
+  p->direct = in->hostMemory && in->coll == GB_COLL_ALLREDUCE && p->host != GB_HOST_NONE && !p->sharedSlots;
+  /* With no island step between them, the chunks of a direct all-reduce go
+   * to the proxy as one step that runs them back to back: the same host
+   * all-reduces in the same order, without a hand-over between threads per
+   * chunk, all within the collective's one deadline (the stream's wait for
+   * the step is bounded by the same timeout). */
+  if (p->direct && p->before == GB_ISLAND_NONE && p->after == GB_ISLAND_NONE && p->rails == 0 && p->nchunks > 1) {
+    p->hostChunk = p->chunkCount;
+    p->chunkCount = p->count;
+    p->nchunks = 1;
+  }
+  if (p->host == GB_HOST_NONE) return;
+  for (size_t i = 0; i < p->nchunks; i++) {
+    size_t off, n;
+    gbPlanStagedPart(p, i, &off, &n);
+    p->hostSteps += n > 0;
+  }
+}
+
+gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* p) {
+  memset(p, 0, sizeof(*p));
+  p->count = in->count;
+  p->myRail = -1;
   switch (in->coll) {
-    case GB_COLL_ALLREDUCE: planAllReduce(in, p); break;
-    case GB_COLL_BROADCAST: planBroadcast(in, p); break;
-    case GB_COLL_REDUCE: planReduce(in, p); break;
+    case GB_COLL_ALLREDUCE: chunkByBytes(in, p); planAllReduce(in, p); break;
+    case GB_COLL_BROADCAST: chunkByBytes(in, p); planBroadcast(in, p); break;
+    case GB_COLL_REDUCE: chunkByBytes(in, p); planReduce(in, p); break;
+    case GB_COLL_ALLGATHER:
+    case GB_COLL_REDUCESCATTER:
+    case GB_COLL_ALLTOALL: GB_CHECK(gbPlanBlocks(in, p)); break;
     default: return gbErrorSet(gbInternalError, "plan: %s has no chunked plan", gbPlanCollName(in->coll));
   }
+  planStaging(in, p);
   return gbSuccess;
 }

@@ -2,7 +2,10 @@
  * rank's schedule. Decided only from facts every rank shares, so all ranks
  * pick the same. A bridged schedule is cut into chunks; per chunk a rank may
  * run an island step, stage the chunk out to host memory, take part in a host
- * step (on the proxy thread), stage it back in, and run a second island step. */
+ * step (on the proxy thread), stage it back in, and run a second island step.
+ * The plan also says how the host step is staged (pipeline depth, shared
+ * slots, in place on host memory, one step for all chunks), so the walkers
+ * in core/ only carry it out. */
 #ifndef GB_PLAN_PLAN_H
 #define GB_PLAN_PLAN_H
 
@@ -36,25 +39,36 @@ typedef enum {
   GB_ISLAND_BCAST      /* from islandRoot (island-local index) */
 } gbIslandStep_t;
 
-typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL } gbPlanHostGroup_t;
+typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL, GB_NUM_HOST_GROUPS } gbPlanHostGroup_t;
+
+/* The most chunks in flight: the walkers keep a staging slot for each. */
+#define GB_PLAN_MAX_DEPTH 64
 
 typedef struct {
   gbColl_t coll;
   gbDataType_t dtype;
   gbRedOp_t op;
-  size_t count;
-  int root;              /* broadcast, reduce: global rank */
+  size_t count;          /* block collectives: of each rank's block */
+  int root;              /* broadcast, reduce: global rank (the block collectives: -1) */
   int policy;            /* configured gbPolicy_t (auto and tuned allowed) */
   size_t chunkBytes;
   int rails;             /* GPUBRIDGE_RAILS (0: no cap) */
   const gbTopo_t* topo;
   const gbThresholds_t* thresholds; /* policy tuned */
+  /* How this rank can stage its host steps (from its communicator): */
+  size_t slotBytes;      /* a staging slot's size: a block collective's chunk fills one */
+  int stagingSlots;      /* GPUBRIDGE_STAGING_SLOTS: chunks in flight */
+  int hostMemory;        /* device memory is host memory (the host device) */
+  int sharedSlots[GB_NUM_HOST_GROUPS]; /* that host group (GB_HOST_RAIL: my rail's) shares staging slots on one host */
+  int preMulScale;       /* a PreMulSum op: a world step's proxy scales every contribution */
 } gbPlanInput_t;
 
 typedef struct {
   int policy;            /* resolved: hierarchical, native, flat or split-rail */
-  size_t chunkCount;     /* elements per chunk */
+  size_t count;          /* the call's elements (block collectives: of each rank's block) */
+  size_t chunkCount;     /* elements per chunk (block collectives: of each rank's block) */
   size_t nchunks;
+  int depth;             /* chunks in flight over the staging slots, 1..GB_PLAN_MAX_DEPTH */
   /* This rank's steps, per chunk, in order: */
   gbIslandStep_t before; /* island step before staging */
   int beforeRoot;        /* island-local root of before (GB_ISLAND_BCAST) */
@@ -71,6 +85,11 @@ typedef struct {
    * myRail is this rank's rail (its island index), or -1 without one. */
   int rails;
   int myRail;
+  /* How the host step is staged: */
+  int sharedSlots;       /* in the host group's shared slots (core/shared_slots.h) */
+  int direct;            /* all-reduce on host memory: the proxy works in recv, no slot copies */
+  size_t hostChunk;      /* > 0: the proxy runs the call's chunks as one step, this many elements each */
+  size_t hostSteps;      /* host steps this rank posts: chunks with a staged part */
 } gbPlan_t;
 
 /* The policy auto resolves to on this topology before message sizes count:
@@ -91,6 +110,16 @@ int gbPlanTopologyPolicy(int policy, const gbTopo_t* topo, int railsCap, const g
 /* split-rail's number of rails on this topology (at least 1). */
 int gbPlanRails(const gbTopo_t* topo, int railsCap);
 
+/* The whole schedule of one call with count > 0: policy, chunks, steps and
+ * their staging. The block collectives' comes from plan/blocks.c; one that
+ * cannot be staged (an element per rank larger than a slot) is an error. */
 gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* out);
+
+/* Where chunks lie (plan/chunks.c), in elements: chunk i's length; split-rail's
+ * slice r of a chunk of n; the part of chunk i this rank stages (its rail's
+ * slice under split-rail, else the whole chunk). */
+size_t gbPlanChunkLen(const gbPlan_t* p, size_t i);
+void gbPlanRailSlice(const gbPlan_t* p, size_t n, int r, size_t* begin, size_t* len);
+void gbPlanStagedPart(const gbPlan_t* p, size_t i, size_t* off, size_t* n);
 
 #endif
