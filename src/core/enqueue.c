@@ -71,6 +71,12 @@ static gbProxyKind_t proxyKind(gbColl_t coll) {
   return GB_PROXY_BCAST;
 }
 
+/* Which members' parts of a slot each member needs (shared_slots.h). */
+static gbSharedMove_t moveOf(gbColl_t coll) {
+  if (coll == GB_COLL_ALLREDUCE) return GB_MOVE_ALL;
+  return coll == GB_COLL_REDUCE ? GB_MOVE_TO_ROOT : GB_MOVE_FROM_ROOT;
+}
+
 /* Island step, then hand the chunk to the proxy. */
 static gbResult_t front(gbCommWalk_t* cw, size_t i) {
   walk_t* w = (walk_t*)cw;
@@ -94,7 +100,8 @@ static gbResult_t front(gbCommWalk_t* cw, size_t i) {
     GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, s, &out));
     cw->queued = 1;
     if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, out));
-    return gbSharedSlotsStaged(c, cw->shared, s, p->stageOut ? bytes : 0, &op);
+    gbSharedChunk_t what = {moveOf(cw->in.coll), p->hostRoot, bytes, 0};
+    return gbSharedSlotsStaged(c, cw->shared, s, &what, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, cw->stream, s));
   cw->queued = 1;

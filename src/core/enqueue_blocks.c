@@ -91,9 +91,11 @@ static gbResult_t front(gbCommWalk_t* cw, size_t i) {
     void* out = NULL;
     GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, s, &out));
     GB_CHECK(stageOut(b, s->buf, i, 0, out));
-    /* Sent: what the others read (every block but mine, or my block to all). */
-    size_t sent = (cw->in.coll == GB_COLL_ALLGATHER ? 1 : (size_t)(n - 1)) * len * cw->esize;
-    return gbSharedSlotsStaged(c, cw->shared, s, sent, &op);
+    /* All-gather: my block to every member; else block k of my part to member k. */
+    size_t block = len * cw->esize;
+    gbSharedChunk_t what = {cw->in.coll == GB_COLL_ALLGATHER ? GB_MOVE_ALL : GB_MOVE_BLOCKS, -1,
+                            cw->in.coll == GB_COLL_ALLGATHER ? block : (size_t)n * block, block};
+    return gbSharedSlotsStaged(c, cw->shared, s, &what, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, cw->stream, s));
   char* slot = s->buf;

@@ -77,12 +77,16 @@ typedef struct {
   uint8_t nonce[GB_MEMFD_NONCE_BYTES];
 } offer_t;
 
-static int eligible(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes) {
-  if (!g->active || c->settings.bridgeSlots == 0 || !c->dev->reduceAsync || !c->dev->hostRegister) return 0;
-  if (g->algo.n < 2 || g->algo.n > GB_REDUCE_MAX_SRCS || c->settings.stagingSlots + 2 > GB_SHARED_SLOTS_MAX) return 0;
-  for (int k = 0; k < g->algo.n; k++)
-    if (probes[g->ranks[k]].hostId != probes[g->ranks[0]].hostId) return 0;
-  return 1;
+enum { PLACE_NONE, PLACE_SHARED, PLACE_REMOTE };
+
+/* Whether g gets slots, and which kind (shared_slots.h). */
+static int placement(gbComm_t c, const gbCommGroup_t* g, const gbProbe_t* probes) {
+  if (!g->active || c->settings.bridgeSlots == 0 || !c->dev->reduceAsync || !c->dev->hostRegister) return PLACE_NONE;
+  if (g->algo.n < 2 || c->settings.stagingSlots + 2 > GB_SHARED_SLOTS_MAX) return PLACE_NONE;
+  int oneHost = 1;
+  for (int k = 0; k < g->algo.n; k++) oneHost &= probes[g->ranks[k]].hostId == probes[g->ranks[0]].hostId;
+  if (oneHost) return g->algo.n <= GB_REDUCE_MAX_SRCS ? PLACE_SHARED : PLACE_NONE;
+  return g->algo.n <= GB_REMOTE_SLOTS_MAX ? PLACE_REMOTE : PLACE_NONE;
 }
 
 /* Releases what sh holds (any part of it), and sh. */
@@ -92,19 +96,31 @@ static void unmap(gbComm_t c, gbSharedSlots_t* sh, int registered) {
   if (sh->flags) c->dev->hostFree(sh->flags);
   if (sh->scratch) c->dev->memFree(sh->scratch);
   if (registered) c->dev->hostUnregister(sh->base);
+  /* The shared segment's mapping, or remote memory (mapped the same way). */
   if (sh->base) munmap(sh->base, sh->bytes);
   free(sh);
 }
 
-/* Maps the offered segment (member 0 made it) and registers it; 1 if both worked. */
-static int attach(gbComm_t c, gbSharedSlots_t* sh, const offer_t* o, void* made, int* registered) {
+/* Maps the memory: remote, this member's own; shared, the offered segment
+ * (member 0 made it). 1 if it worked. */
+static int mapSlots(gbSharedSlots_t* sh, const offer_t* o, void* made) {
+  if (sh->remote) {
+    void* mem = mmap(NULL, sh->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    sh->base = mem == MAP_FAILED ? NULL : mem;
+    if (!sh->base) GB_INFO(GB_LOG_NET, "%s: no memory for staging slots (%zu bytes)", sh->name, sh->bytes);
+    return sh->base != NULL;
+  }
   const char* why = "";
   sh->base = made ? made : gbMemfdOpenPeer(SEGMENT_NAME, o->pid, o->fd, sh->bytes, o->nonce, &why);
-  if (!sh->base) {
+  if (!sh->base)
     GB_INFO(GB_LOG_NET, "%s: cannot open member 0's staging segment (/proc/%d/fd/%d: %s)", sh->name, (int)o->pid,
             (int)o->fd, why);
-    return 0;
-  }
+  return sh->base != NULL;
+}
+
+/* Maps the memory and registers it with the device; 1 if both worked. */
+static int attach(gbComm_t c, gbSharedSlots_t* sh, const offer_t* o, void* made, int* registered) {
+  if (!mapSlots(sh, o, made)) return 0;
   void* dev = NULL;
   if (c->dev->hostRegister(sh->base, sh->bytes, &dev) != gbSuccess) {
     GB_INFO(GB_LOG_NET, "%s: cannot register the staging segment with the device: %s", sh->name, gbErrorLast());
@@ -129,7 +145,8 @@ static int sameMembers(const gbCommGroup_t* a, const gbCommGroup_t* b) {
 }
 
 gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {
-  if (!eligible(c, g, probes)) return gbSuccess;
+  int place = placement(c, g, probes);
+  if (place == PLACE_NONE) return gbSuccess;
   if (same && same->slots && sameMembers(g, same)) {
     g->slots = same->slots;
     g->slots->groups++;
@@ -137,6 +154,7 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   }
   gbSharedSlots_t* sh = calloc(1, sizeof(*sh));
   if (!sh) return gbErrorSet(gbSystemError, "%s: out of memory for shared staging slots", g->name);
+  sh->remote = place == PLACE_REMOTE;
   sh->n = g->algo.n;
   sh->me = g->algo.me;
   sh->ranks = g->ranks;
@@ -147,7 +165,7 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   sh->nslots = c->settings.stagingSlots + 2;
   sh->groups = 1;
   sh->slotBytes = roundPage((size_t)c->settings.chunkBytes);
-  if (g == &c->world) sizeChannels(c, sh);
+  if (g == &c->world && !sh->remote) sizeChannels(c, sh);
   sh->bytes = slotsStart(sh) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes +
               (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth * sh->p2pBytes;
   sh->timeoutSec = c->settings.timeoutSec;
@@ -173,16 +191,17 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   o.fd = -1;
   o.bytes = sh->bytes;
   void* made = NULL;
-  if (sh->me == 0 && local && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) {
+  if (!sh->remote && sh->me == 0 && local && gbRandomBytes(o.nonce, sizeof(o.nonce)) == gbSuccess) {
     const char* why = "";
     o.fd = gbMemfdCreate(SEGMENT_NAME, sh->bytes, o.nonce, &made, &why);
     if (o.fd < 0) GB_INFO(GB_LOG_NET, "%s: no staging segment of %zu bytes (%s)", g->name, sh->bytes, why);
     o.pid = (int32_t)getpid();
   }
   uint64_t sentBefore = g->algo.bytesSent; /* the set-up is no payload: the traffic counters leave it out */
-  gbResult_t res = gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
+  gbResult_t res = sh->remote ? gbSuccess : gbAlgoBroadcast(&g->algo, &o, sizeof(o), 0);
   int registered = 0;
-  int32_t ok = local && res == gbSuccess && o.fd >= 0 && o.bytes == sh->bytes && attach(c, sh, &o, made, &registered);
+  int32_t ok = local && res == gbSuccess && (sh->remote || (o.fd >= 0 && o.bytes == sh->bytes)) &&
+               attach(c, sh, &o, made, &registered);
   int32_t all = 0;
   const char* step = "the offer from member 0";
   if (res == gbSuccess) {
@@ -204,8 +223,12 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   char channels[96] = "";
   if (sh->p2pDepth > 0)
     snprintf(channels, sizeof(channels), ", and %d of %zu KiB per send/recv channel", sh->p2pDepth, sh->p2pBytes >> 10);
-  GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each%s", g->name, sh->n,
-          sh->nslots, sh->slotBytes >> 10, channels);
+  if (sh->remote)
+    GB_INFO(GB_LOG_NET, "%s: %d members on several hosts move %d staging slots of %zu KiB each in registered memory",
+            g->name, sh->n, sh->nslots, sh->slotBytes >> 10);
+  else
+    GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each%s", g->name, sh->n,
+            sh->nslots, sh->slotBytes >> 10, channels);
   return gbSuccess;
 }
 
@@ -315,14 +338,16 @@ gbResult_t gbSharedPostStep(gbComm_t c, const gbSharedStep_t* step, gbProxyOp_t*
   return gbProxyPost(c->proxy, op); /* takes st */
 }
 
-/* The group's step on slot s: publish my full (or read) counter, wait for every other member's. */
+/* The group's step on slot s: publish my full (or read) counter, wait for
+ * every other member's. Remote, a read step waits for nobody (the others
+ * read their own copies) and only frees the slot. */
 static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, size_t slot, uint64_t use, int read,
                            uint64_t bytes) {
   gbSharedStep_t st = {.sh = sh, .slot = slot, .use = use, .what = read ? "to finish reading" : "to stage",
                        .group = read ? NULL : op->group, .bytes = bytes};
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   st.publish = read ? &mine->read[slot] : &mine->full[slot];
-  for (int k = 0; k < sh->n; k++) {
+  for (int k = 0; k < sh->n && !sh->remote; k++) {
     if (k == sh->me) continue;
     gbSharedCtl_t* m = gbSharedCtl(sh, k);
     st.who[st.nwait] = k;
@@ -342,9 +367,55 @@ gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSl
   return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, sh->copyStream);
 }
 
-gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, uint64_t bytes, gbProxyOp_t* op) {
+/* Whether member k needs bytes of member from's part (the whole part, or
+ * its block k), as chunk says. */
+static int needs(const gbSharedChunk_t* ch, int k, int from) {
+  if (k == from) return 0;
+  if (ch->move == GB_MOVE_FROM_ROOT) return from == ch->root;
+  if (ch->move == GB_MOVE_TO_ROOT) return k == ch->root;
+  return 1;
+}
+
+/* What this member staged for the others: the traffic counter's "sent" on
+ * one host (each block another member reads, or the part once). */
+static uint64_t sentBytes(const gbSharedSlots_t* sh, const gbSharedChunk_t* ch) {
+  uint64_t blocks = 0;
+  for (int k = 0; k < sh->n; k++) blocks += (uint64_t)needs(ch, k, sh->me);
+  if (ch->move == GB_MOVE_BLOCKS) return blocks * ch->block;
+  return blocks > 0 ? ch->part : 0;
+}
+
+/* Remote: the proxy sends this member's part (or block k of it) to each
+ * member k that needs it, and receives theirs into their parts of this
+ * member's copy, in one list over the group's transport. */
+static gbResult_t postMoves(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const gbSharedChunk_t* ch,
+                            gbProxyOp_t* op) {
+  gbAlgoP2p_t* list = calloc(2 * (size_t)sh->n, sizeof(gbAlgoP2p_t));
+  if (!list) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
+  int n = 0;
+  int blocks = ch->move == GB_MOVE_BLOCKS;
+  size_t bytes = blocks ? ch->block : ch->part;
+  for (int k = 0; k < sh->n; k++) {
+    if (needs(ch, k, sh->me))
+      list[n++] = (gbAlgoP2p_t){k, 1, gbSharedSlotsAt(sh, sh->me, s) + (blocks ? (size_t)k * bytes : 0), bytes};
+    if (needs(ch, sh->me, k))
+      list[n++] = (gbAlgoP2p_t){k, 0, gbSharedSlotsAt(sh, k, s) + (blocks ? (size_t)sh->me * bytes : 0), bytes};
+  }
+  op->kind = GB_PROXY_SENDRECV;
+  op->p2p = list;
+  op->np2p = n;
+  op->ready = flagOf(sh, FLAG_STAGED, s->slot);
+  op->readyValue = s->use;
+  op->done = flagOf(sh, FLAG_FULL, s->slot);
+  op->doneValue = s->use;
+  return gbProxyPost(c->proxy, op); /* takes list */
+}
+
+gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const gbSharedChunk_t* chunk,
+                               gbProxyOp_t* op) {
   GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, sh->copyStream));
-  return postStep(c, sh, op, s->slot, s->use, 0, bytes);
+  if (sh->remote) return postMoves(c, sh, s, chunk, op);
+  return postStep(c, sh, op, s->slot, s->use, 0, sentBytes(sh, chunk));
 }
 
 gbResult_t gbSharedSlotsArrived(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream) {

@@ -37,6 +37,7 @@ enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, FLAG_FETCH
 enum { P2P_INPUT, P2P_STAGED, P2P_SENT, P2P_FREED, P2P_ARRIVED, P2P_CONSUMED, NP2PFLAGS };
 
 struct gbSharedSlots {
+  int remote;          /* members on other hosts: base is this member's own copy of the layout (shared_slots.h) */
   char* base;          /* the segment: a header page, a control area per member, the slots, the channels */
   char* devBase;       /* the device's address of base */
   size_t bytes;
