@@ -4,7 +4,9 @@
 # 256 MiB over shared staging slots and, as the baseline in the same run, over
 # the host transport (GPUBRIDGE_BRIDGE_SLOTS=off); the same with rank 1 an
 # emulated AMD rank (tests/gpu/emulated_amd); the other collectives at
-# 128 MiB; with SWEEP=1 chunk sizes and depths. The last line is
+# 128 MiB; the all-reduce across simulated hosts (remote slots); with MPS=1
+# the small all-reduce under MPS; with SWEEP=1 chunk sizes and depths. The
+# last line is
 #   bridged_over_pinned_256MiB <x> small_8B_us <y>
 # (x: out-of-place algbw over pinned device-to-host; y: the 8-byte time).
 # Run from the repository root; output also goes to ${OUT:-/tmp}/gpu_bridge.log.
@@ -46,6 +48,30 @@ for c in all_gather reduce_scatter broadcast alltoall sendrecv; do
   echo "== $c, split-test, 128 MiB"
   splittest $RUN $P $c -b 128M -e 128M -n 10 -w 3 -c 1 | grep -E "float|rror"
 done
+# Across hosts: each rank names a host of its own (GPUBRIDGE_SIM_HOST), so the
+# bridge crosses the network transport (TCP on this machine) with remote
+# slots (pinned slots as the sockets' source and destination, the reduction
+# on the GPU); the baseline is the host transport's CPU path.
+for mode in auto off; do
+  echo "== all_reduce across simulated hosts, GPUBRIDGE_BRIDGE_SLOTS=$mode: 1 MiB .. 256 MiB"
+  GPUBRIDGE_BRIDGE_SLOTS=$mode splittest $RUN sh -c 'export GPUBRIDGE_SIM_HOST=host$RANK; exec "$@"' sh \
+    $P all_reduce -b 1M -e 256M -f 16 -n 5 -w 2 -c 1 | grep -E "float|rror"
+done
+# MPS=1: the 8-byte all-reduce again with the two ranks' work under one MPS
+# server (started here with its own pipe directory and quit after), which
+# removes the time-slicing between the two processes' contexts.
+if [ "${MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=$O/mps-pipe CUDA_MPS_LOG_DIRECTORY=$O/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  if nvidia-cuda-mps-control -d; then
+    echo "== all_reduce 8 B under MPS, split-test"
+    splittest $RUN $P all_reduce -b 8 -e 8K -f 32 -n 200 -w 20 -c 1 | grep -E "float|rror"
+  fi
+  echo quit | nvidia-cuda-mps-control
+  trap - EXIT
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 if [ "${SWEEP:-0}" = 1 ]; then
   for chunk in 1M 4M 16M; do
     for slots in 4 8; do
