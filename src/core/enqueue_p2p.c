@@ -1,12 +1,13 @@
-/* A send/recv group: peers in my island are reached through the island's
- * own fused group (unless the policy is flat); the others through the host.
- * When every rank runs on this host (the world's shared staging slots),
- * through the send/recv channels (core/shared_p2p.h): each peer's messages
- * as one byte stream in chunks, pipelined, sends on the slots' copy stream
- * and receives on the caller's. Otherwise every outgoing message is staged
- * whole into one host buffer, one proxy step moves them all at once (so two
- * ranks may send each other large messages in one group), and the incoming
- * ones are copied back. */
+/* A send/recv group, carried out as plan/p2p.c schedules it: messages to
+ * peers in my island through the island's own fused group (unless the
+ * policy is flat), the others through the host. When every rank runs on
+ * this host (the world's shared staging slots), through the send/recv
+ * channels (core/shared_p2p.h): each peer's messages as one byte stream in
+ * chunks, pipelined, sends on the slots' copy stream and receives on the
+ * caller's. Otherwise every outgoing message is staged whole into one host
+ * buffer, one proxy step moves them all at once (so two ranks may send each
+ * other large messages in one group), and the incoming ones are copied
+ * back. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,10 @@
 #include "core/comm.h"
 #include "core/shared_p2p.h"
 #include "core/trace.h"
+#include "plan/p2p.h"
+
+_Static_assert(GB_REDUCE_MAX_SRCS <= GB_PLAN_P2P_MAX_PEERS,
+               "a world with send/recv channels (at most GB_REDUCE_MAX_SRCS ranks) must fit the plan's streams");
 
 /* The bulk buffer for bytes; a bigger one replaces an outgrown one (which
  * stays allocated: queued work may still use it). */
@@ -41,27 +46,43 @@ static gbResult_t bulkFor(gbComm_t c, size_t bytes, gbBulk_t** out) {
   return gbSuccess;
 }
 
-static int viaIsland(gbComm_t c, int peer) {
-  return c->topo.islandOfRank[peer] == c->topo.island && c->settings.policy != gbPolicyFlat;
+/* The group's schedule, from the facts plan/p2p.c takes. */
+static gbResult_t planOf(gbComm_t c, const gbCommP2p_t* ops, int nops, gbPlanP2p_t* p) {
+  gbPlanP2pMsg_t* msgs = calloc((size_t)nops + 1, sizeof(gbPlanP2pMsg_t));
+  if (!msgs) return gbErrorSet(gbSystemError, "out of memory for a send/recv group of %d", nops);
+  for (int i = 0; i < nops; i++)
+    msgs[i] = (gbPlanP2pMsg_t){ops[i].peer, ops[i].isSend, ops[i].count * gbDtypeSize(ops[i].dt)};
+  gbPlanP2pInput_t in;
+  memset(&in, 0, sizeof(in));
+  in.topo = &c->topo;
+  in.policy = c->settings.policy;
+  in.msgs = msgs;
+  in.nmsgs = nops;
+  if (c->world.slots) {
+    in.channelBytes = gbSharedP2pChunkBytes(c->world.slots);
+    in.channelDepth = gbSharedP2pDepth(c->world.slots);
+  }
+  in.stagingSlots = c->settings.stagingSlots;
+  gbResult_t res = gbPlanP2pBuild(&in, p);
+  free(msgs);
+  return res;
 }
 
-static gbResult_t islandPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream, int* queued) {
-  gbIslandP2p_t* is = calloc((size_t)nops + 1, sizeof(gbIslandP2p_t));
-  if (!is) return gbErrorSet(gbSystemError, "out of memory for a send/recv group of %d", nops);
+static gbResult_t islandPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t* p, void* stream, int* queued) {
+  if (p->nisland == 0) return gbSuccess;
+  gbIslandP2p_t* is = calloc((size_t)p->nisland, sizeof(gbIslandP2p_t));
+  if (!is) return gbErrorSet(gbSystemError, "out of memory for a send/recv group of %d", p->nops);
   int n = 0;
-  for (int i = 0; i < nops; i++)
-    if (viaIsland(c, ops[i].peer))
-      is[n++] = (gbIslandP2p_t){c->topo.indexInIsland[ops[i].peer], ops[i].isSend, ops[i].buf, ops[i].count,
-                                ops[i].dt};
-  gbResult_t res = gbSuccess;
-  if (n > 0) {
-    res = c->islandComm->ops->sendRecv(c->islandComm, is, n, stream);
-    *queued = 1;
-    uint64_t sent = 0;
-    for (int i = 0; i < n; i++)
-      if (is[i].isSend) sent += is[i].count * gbDtypeSize(is[i].dt);
-    gbTraceAddIslandBytes(c, sent);
+  uint64_t sent = 0;
+  for (int i = 0; i < p->nops; i++) {
+    if (!p->ops[i].viaIsland) continue;
+    is[n++] = (gbIslandP2p_t){c->topo.indexInIsland[ops[i].peer], ops[i].isSend, ops[i].buf, ops[i].count,
+                              ops[i].dt};
+    if (ops[i].isSend) sent += p->ops[i].msg.bytes;
   }
+  gbResult_t res = c->islandComm->ops->sendRecv(c->islandComm, is, n, stream);
+  *queued = 1;
+  gbTraceAddIslandBytes(c, sent);
   free(is);
   return res;
 }
@@ -72,36 +93,22 @@ typedef struct {
   gbComm_t comm;
   gbSharedSlots_t* sh;
   const gbCommP2p_t* ops;
-  int nops;
+  const gbPlanP2p_t* plan;
   void* stream;
-  size_t chunk;                           /* bytes per chunk */
-  size_t sendBytes[GB_REDUCE_MAX_SRCS];   /* per peer: the byte stream each way */
-  size_t recvBytes[GB_REDUCE_MAX_SRCS];
-  uint32_t posted, nposts;                /* flight-recorder steps */
-  gbP2pChunk_t lastSent[GB_REDUCE_MAX_SRCS];
+  uint32_t posted;                        /* flight-recorder steps so far */
+  gbP2pChunk_t lastSent[GB_PLAN_P2P_MAX_PEERS];
 } channels_t;
 
-static size_t opBytes(const gbCommP2p_t* op) { return op->count * gbDtypeSize(op->dt); }
-static size_t chunksOf(const channels_t* w, size_t bytes) { return (bytes + w->chunk - 1) / w->chunk; }
-
-/* Bytes [at, at + len) of peer's stream one way (isSend), copied to or from
- * the slot buf on stream: piece by piece over the messages it spans. */
-static gbResult_t copySpan(const channels_t* w, int peer, int isSend, size_t at, size_t len, char* buf,
-                           void* stream) {
-  size_t base = 0;
-  for (int i = 0; i < w->nops && len > 0; i++) {
-    const gbCommP2p_t* op = &w->ops[i];
-    if (op->peer != peer || op->isSend != isSend || viaIsland(w->comm, peer)) continue;
-    size_t bytes = opBytes(op);
-    if (at < base + bytes) {
-      size_t from = at - base, n = bytes - from < len ? bytes - from : len;
-      char* user = (char*)op->buf + from;
-      GB_CHECK(w->comm->dev->copyAsync(isSend ? buf : user, isSend ? user : buf, n, stream));
-      buf += n;
-      at += n;
-      len -= n;
-    }
-    base += bytes;
+/* Chunk k of peer's stream one way (isSend), copied to or from the slot buf
+ * on stream: piece by piece over the messages it spans. */
+static gbResult_t copyChunk(const channels_t* w, int peer, int isSend, size_t k, char* buf, void* stream) {
+  for (int i = 0; i < w->plan->nops; i++) {
+    const gbPlanP2pMsg_t* msg = &w->plan->ops[i].msg;
+    if (msg->peer != peer || msg->isSend != isSend) continue;
+    size_t from, into, n = gbPlanP2pPiece(w->plan, i, k, &from, &into);
+    if (n == 0) continue;
+    char* user = (char*)w->ops[i].buf + from;
+    GB_CHECK(w->comm->dev->copyAsync(isSend ? buf + into : user, isSend ? user : buf + into, n, stream));
   }
   return gbSuccess;
 }
@@ -111,7 +118,7 @@ static gbProxyOp_t taggedOp(channels_t* w) {
   memset(&op, 0, sizeof(op));
   op.seq = w->comm->seq;
   op.group = &w->comm->world.algo;
-  gbTraceTagOp(w->comm, &op, GB_TRACE_ROLE_HOST, w->posted++, w->nposts);
+  gbTraceTagOp(w->comm, &op, GB_TRACE_ROLE_HOST, w->posted++, (uint32_t)w->plan->hostSteps);
   return op;
 }
 
@@ -119,12 +126,13 @@ static gbProxyOp_t taggedOp(channels_t* w) {
 static gbResult_t sendChunk(void* arg, size_t k) {
   channels_t* w = arg;
   for (int p = 0; p < w->comm->nranks; p++) {
-    if (k >= chunksOf(w, w->sendBytes[p])) continue;
-    size_t at = k * w->chunk, len = w->sendBytes[p] - at < w->chunk ? w->sendBytes[p] - at : w->chunk;
+    size_t at, len;
+    gbPlanP2pChunk(w->plan, p, 1, k, &at, &len);
+    if (len == 0) continue;
     gbP2pChunk_t ch;
     void* copyStream = NULL;
     GB_CHECK(gbSharedP2pSendTake(w->comm, w->sh, p, w->stream, &ch, &copyStream));
-    GB_CHECK(copySpan(w, p, 1, at, len, ch.buf, copyStream));
+    GB_CHECK(copyChunk(w, p, 1, k, ch.buf, copyStream));
     w->lastSent[p] = ch;
     gbProxyOp_t op = taggedOp(w);
     GB_CHECK(gbSharedP2pSendStaged(w->comm, w->sh, &ch, len, &op));
@@ -136,87 +144,54 @@ static gbResult_t sendChunk(void* arg, size_t k) {
 static gbResult_t recvChunk(void* arg, size_t k) {
   channels_t* w = arg;
   for (int p = 0; p < w->comm->nranks; p++) {
-    if (k >= chunksOf(w, w->recvBytes[p])) continue;
-    size_t at = k * w->chunk, len = w->recvBytes[p] - at < w->chunk ? w->recvBytes[p] - at : w->chunk;
+    size_t at, len;
+    gbPlanP2pChunk(w->plan, p, 0, k, &at, &len);
+    if (len == 0) continue;
     gbP2pChunk_t ch;
     gbProxyOp_t op = taggedOp(w);
     GB_CHECK(gbSharedP2pRecvArrived(w->comm, w->sh, p, w->stream, &ch, &op));
-    GB_CHECK(copySpan(w, p, 0, at, len, ch.buf, w->stream));
+    GB_CHECK(copyChunk(w, p, 0, k, ch.buf, w->stream));
     GB_CHECK(gbSharedP2pRecvRead(w->comm, w->sh, &ch, w->stream));
   }
   return gbSuccess;
 }
 
-/* Whether the host part can take the channels: the world shares a segment
- * with channels, and no message is to or from this rank itself. */
-static int channelsFit(gbComm_t c, const gbCommP2p_t* ops, int nops) {
-  if (!c->world.slots || gbSharedP2pChunkBytes(c->world.slots) == 0) return 0;
-  for (int i = 0; i < nops; i++)
-    if (!viaIsland(c, ops[i].peer) && ops[i].peer == c->rank) return 0;
-  return 1;
-}
-
-static gbResult_t channelsPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream, int* queued) {
+static gbResult_t channelsPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t* p, void* stream,
+                               int* queued) {
   channels_t w;
   memset(&w, 0, sizeof(w));
   w.comm = c;
   w.sh = c->world.slots;
   w.ops = ops;
-  w.nops = nops;
+  w.plan = p;
   w.stream = stream;
-  w.chunk = gbSharedP2pChunkBytes(w.sh);
-  for (int i = 0; i < nops; i++) {
-    if (viaIsland(c, ops[i].peer)) continue;
-    size_t* total = ops[i].isSend ? &w.sendBytes[ops[i].peer] : &w.recvBytes[ops[i].peer];
-    *total += opBytes(&ops[i]);
-  }
-  size_t nchunks = 0;
-  for (int p = 0; p < c->nranks; p++) {
-    size_t s = chunksOf(&w, w.sendBytes[p]), r = chunksOf(&w, w.recvBytes[p]);
-    w.nposts += (uint32_t)(s + r);
-    if (s > nchunks) nchunks = s;
-    if (r > nchunks) nchunks = r;
-  }
-  if (nchunks == 0) return gbSuccess;
-  gbTraceSetPlan(c, -1, (int)w.nposts);
+  gbTraceSetPlan(c, -1, (int)p->hostSteps);
   *queued = 1;
-  int depth = c->settings.stagingSlots < gbSharedP2pDepth(w.sh) ? c->settings.stagingSlots : gbSharedP2pDepth(w.sh);
-  GB_CHECK(gbCommPipeline(nchunks, depth, sendChunk, recvChunk, &w));
+  GB_CHECK(gbCommPipeline(p->nchunks, p->depth, sendChunk, recvChunk, &w));
   /* The copy stream reads the send buffers: the group ends when it did. */
-  for (int p = 0; p < c->nranks; p++)
-    if (w.sendBytes[p] > 0) GB_CHECK(gbSharedP2pSendDone(c, w.sh, &w.lastSent[p], stream));
+  for (int r = 0; r < c->nranks; r++)
+    if (p->sendBytes[r] > 0) GB_CHECK(gbSharedP2pSendDone(c, w.sh, &w.lastSent[r], stream));
   return gbSuccess;
 }
 
 /* ------------------------------------------- through one host buffer */
 
-static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream, int* queued) {
-  if (channelsFit(c, ops, nops)) return channelsPart(c, ops, nops, stream, queued);
-  size_t total = 0;
-  int n = 0;
-  for (int i = 0; i < nops; i++)
-    if (!viaIsland(c, ops[i].peer)) {
-      total += (ops[i].count * gbDtypeSize(ops[i].dt) + 63) & ~(size_t)63;
-      n++;
-    }
-  if (n == 0) return gbSuccess;
-  gbTraceSetPlan(c, -1, 1);
+static gbResult_t bulkPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t* p, void* stream, int* queued) {
+  gbTraceSetPlan(c, -1, (int)p->hostSteps);
   gbBulk_t* b = NULL;
-  GB_CHECK(bulkFor(c, total, &b));
-  gbAlgoP2p_t* list = calloc((size_t)n, sizeof(gbAlgoP2p_t));
-  if (!list) return gbErrorSet(gbSystemError, "out of memory for a send/recv group of %d", nops);
+  GB_CHECK(bulkFor(c, p->bulkBytes, &b));
+  gbAlgoP2p_t* list = calloc((size_t)p->nhost, sizeof(gbAlgoP2p_t));
+  if (!list) return gbErrorSet(gbSystemError, "out of memory for a send/recv group of %d", p->nops);
   uint64_t use = ++b->uses;
   *queued = 1;
   gbResult_t res = c->dev->flagWait(&b->flags[2], use - 1, stream);
-  size_t at = 0;
   int k = 0;
-  for (int i = 0; i < nops && res == gbSuccess; i++) {
-    if (viaIsland(c, ops[i].peer)) continue;
-    size_t bytes = ops[i].count * gbDtypeSize(ops[i].dt);
-    char* area = (char*)b->base + at;
-    list[k++] = (gbAlgoP2p_t){ops[i].peer, ops[i].isSend, area, bytes};
-    if (ops[i].isSend && bytes) res = c->dev->copyAsync(area, ops[i].buf, bytes, stream);
-    at += (bytes + 63) & ~(size_t)63;
+  for (int i = 0; i < p->nops && res == gbSuccess; i++) {
+    const gbPlanP2pOp_t* op = &p->ops[i];
+    if (op->viaIsland) continue;
+    char* area = (char*)b->base + op->bulkAt;
+    list[k++] = (gbAlgoP2p_t){op->msg.peer, op->msg.isSend, area, op->msg.bytes};
+    if (op->msg.isSend && op->msg.bytes) res = c->dev->copyAsync(area, ops[i].buf, op->msg.bytes, stream);
   }
   if (res == gbSuccess) res = c->dev->flagWrite(&b->flags[0], use, stream);
   if (res != gbSuccess) {
@@ -228,7 +203,7 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* s
   op.kind = GB_PROXY_SENDRECV;
   op.group = &c->world.algo;
   op.p2p = list;
-  op.np2p = n;
+  op.np2p = p->nhost;
   op.ready = &b->flags[0];
   op.readyValue = use;
   op.done = &b->flags[1];
@@ -237,14 +212,17 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, int nops, void* s
   gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, 0, 1);
   GB_CHECK(gbProxyPost(c->proxy, &op));
   GB_CHECK(c->dev->flagWait(&b->flags[1], use, stream));
-  at = 0;
-  for (int i = 0; i < nops; i++) {
-    if (viaIsland(c, ops[i].peer)) continue;
-    size_t bytes = ops[i].count * gbDtypeSize(ops[i].dt);
-    if (!ops[i].isSend && bytes) GB_CHECK(c->dev->copyAsync(ops[i].buf, (char*)b->base + at, bytes, stream));
-    at += (bytes + 63) & ~(size_t)63;
+  for (int i = 0; i < p->nops; i++) {
+    const gbPlanP2pOp_t* in = &p->ops[i];
+    if (!in->viaIsland && !in->msg.isSend && in->msg.bytes)
+      GB_CHECK(c->dev->copyAsync(ops[i].buf, (char*)b->base + in->bulkAt, in->msg.bytes, stream));
   }
   return c->dev->flagWrite(&b->flags[2], use, stream);
+}
+
+static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t* p, void* stream, int* queued) {
+  if (p->hostSteps == 0) return gbSuccess;
+  return p->channels ? channelsPart(c, ops, p, stream, queued) : bulkPart(c, ops, p, stream, queued);
 }
 
 gbResult_t gbCommEnqueueSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, void* stream) {
@@ -253,7 +231,11 @@ gbResult_t gbCommEnqueueSendRecv(gbComm_t c, const gbCommP2p_t* ops, int nops, v
   uint64_t checks = c->checksPosted;
   gbResult_t res = gbCommCheckSendRecv(c, ops, nops, stream);
   int queued = c->checksPosted != checks;
-  if (res == gbSuccess) res = islandPart(c, ops, nops, stream, &queued);
-  if (res == gbSuccess) res = hostPart(c, ops, nops, stream, &queued);
+  gbPlanP2p_t plan;
+  memset(&plan, 0, sizeof(plan));
+  if (res == gbSuccess) res = planOf(c, ops, nops, &plan);
+  if (res == gbSuccess) res = islandPart(c, ops, &plan, stream, &queued);
+  if (res == gbSuccess) res = hostPart(c, ops, &plan, stream, &queued);
+  gbPlanP2pFree(&plan);
   return gbCommEnqueueEnd(c, stream, queued, res);
 }

@@ -1,0 +1,83 @@
+/* A send/recv group's schedule (plan/p2p.c). Messages to peers in my
+ * island go through the island's own fused group, unless the policy is
+ * flat; the others through the host. The host part takes the world's
+ * send/recv channels (core/shared_p2p.h) when there are any and no message
+ * is to or from this rank itself: each peer's messages form one byte
+ * stream per direction, cut into chunks of the channel's chunk bytes and
+ * pipelined. Otherwise one bulk buffer stages every message whole and one
+ * host step moves them all. Pure: facts in, never the communicator. */
+#ifndef GB_PLAN_P2P_H
+#define GB_PLAN_P2P_H
+
+#include <stddef.h>
+
+#include "boot/topology.h"
+#include "gpubridge/gpubridge.h"
+
+/* The most ranks a world with send/recv channels has: per-peer streams are
+ * kept for this many; a larger world takes the bulk path. */
+#define GB_PLAN_P2P_MAX_PEERS 8
+
+/* Where a bulk message starts is aligned to this many bytes. */
+#define GB_PLAN_P2P_BULK_ALIGN 64
+
+/* One send or receive of the group; peer is a global rank. */
+typedef struct {
+  int peer;
+  int isSend;
+  size_t bytes;
+} gbPlanP2pMsg_t;
+
+typedef struct {
+  const gbTopo_t* topo;       /* ranks, mine, islands */
+  int policy;                 /* the configured gbPolicy_t: flat sends every message through the host */
+  const gbPlanP2pMsg_t* msgs; /* the group, in order */
+  int nmsgs;
+  size_t channelBytes;        /* a send/recv channel's chunk bytes; 0: the world has no channels */
+  int channelDepth;           /* a channel's slots */
+  int stagingSlots;           /* GPUBRIDGE_STAGING_SLOTS */
+} gbPlanP2pInput_t;
+
+/* One message's part of the schedule. */
+typedef struct {
+  gbPlanP2pMsg_t msg;
+  int viaIsland;   /* the island's fused group; else the host */
+  size_t streamAt; /* channels: where it starts in its peer's stream that way */
+  size_t bulkAt;   /* bulk: where it lies in the bulk buffer */
+} gbPlanP2pOp_t;
+
+typedef struct {
+  gbPlanP2pOp_t* ops;    /* [nops], the group's order; gbPlanP2pFree */
+  int nops;
+  int nisland, nhost;    /* messages each way */
+  int channels;          /* the host part over the channels; else the bulk buffer */
+  /* Channels: per peer, the byte stream each way; chunks of chunkBytes;
+   * nchunks, the most of any stream; depth chunks in flight. */
+  size_t sendBytes[GB_PLAN_P2P_MAX_PEERS];
+  size_t recvBytes[GB_PLAN_P2P_MAX_PEERS];
+  size_t chunkBytes;
+  size_t nchunks;
+  int depth;
+  /* Bulk: the buffer's bytes, every host message at its aligned place. */
+  size_t bulkBytes;
+  /* Host steps this rank posts (the flight recorder's): channels, the chunks
+   * of every stream each way; bulk, one when there is a host message. 0:
+   * the host part has nothing to do. */
+  size_t hostSteps;
+} gbPlanP2p_t;
+
+/* The schedule of in's group; out is released with gbPlanP2pFree (also
+ * after an error). */
+gbResult_t gbPlanP2pBuild(const gbPlanP2pInput_t* in, gbPlanP2p_t* out);
+void gbPlanP2pFree(gbPlanP2p_t* p);
+
+/* Chunk k of peer's stream one way (isSend): where it starts in the stream
+ * and its length; 0 when the stream has no chunk k. */
+void gbPlanP2pChunk(const gbPlanP2p_t* p, int peer, int isSend, size_t k, size_t* off, size_t* len);
+
+/* The part of op i in chunk k of its stream: bytes [*from, *from + n) of the
+ * message lie at *into in the chunk. Returns n; 0 when op i has no bytes in
+ * chunk k (or does not take the channels). */
+size_t gbPlanP2pPiece(const gbPlanP2p_t* p, int i, size_t k, size_t* from, size_t* into);
+
+#endif
