@@ -169,6 +169,7 @@ gbResult_t gbSharedSlotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* pro
   sh->bytes = slotsStart(sh) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes +
               (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth * sh->p2pBytes;
   sh->timeoutSec = c->settings.timeoutSec;
+  sh->pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS; /* a GPU bridge's hand-overs wait on each other */
   sh->abortFlag = &c->abortFlag;
   /* What this member lacks (memory) it says with ok = 0 below, so every
    * member falls back together instead of the others waiting for it. */
@@ -318,7 +319,7 @@ static gbResult_t counterStep(void* arg) {
                                   sh->name, sh->ranks[waiting], sh->timeoutSec, st->what, st->slot);
       return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[waiting], .seenBy = -1, .code = gbTimeout});
     }
-    gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS);
+    gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS, sh->pollNs);
   }
 }
 

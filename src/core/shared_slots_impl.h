@@ -48,6 +48,7 @@ struct gbSharedSlots {
   size_t slotBytes;    /* page-rounded */
   int pid[GB_REDUCE_MAX_SRCS];
   double timeoutSec;
+  int64_t pollNs;      /* the longest sleep between looks at a peer's counter (os/backoff.h; 0: by the wait) */
   const volatile int* abortFlag;
   /* Caller thread: uses of each slot so far, the next slot. */
   uint64_t uses[GB_SHARED_SLOTS_MAX];

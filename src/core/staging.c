@@ -5,10 +5,14 @@
 #include "base/result.h"
 #include "core/comm.h"
 #include "core/trace.h"
+#include "os/backoff.h"
 
 void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) {
   memset(flags, 0, n * sizeof(*flags));
-  for (size_t i = 0; i < n; i++) flags[i].timeoutSec = c->settings.timeoutSec;
+  for (size_t i = 0; i < n; i++) {
+    flags[i].timeoutSec = c->settings.timeoutSec;
+    flags[i].pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS; /* a GPU's write wakes nobody */
+  }
 }
 
 gbResult_t gbCommSlotAcquire(gbComm_t c, void* stream, gbSlot_t* out) {

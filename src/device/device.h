@@ -20,6 +20,8 @@ typedef struct {
   volatile uint64_t value;
   volatile int error;
   int timeoutSec; /* the deadline of the work that releases it, set by its owner (0: GPUBRIDGE_TIMEOUT's) */
+  int pollNs;     /* a host waiter sleeps at most this long between looks (0: by its wait, os/backoff.h), set by
+                     its owner: a GPU's write wakes nobody */
   volatile uint64_t errorValue; /* with error: the value its setter stores after it (0: none) */
 } gbFlag_t;
 

@@ -47,7 +47,7 @@ static int* sleepersOf(const uint32_t* word) {
 
 static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
   gbOsLowTimerSlack();
-  const struct timespec interval = {0, (long)gbOsSleepNs(waitedNs)};
+  const struct timespec interval = {0, (long)gbOsSleepNs(waitedNs, flag->pollNs)};
   uint32_t* word = futexWord(flag);
   if (!word) {
     nanosleep(&interval, NULL);
@@ -118,7 +118,7 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
   /* A GPU's write wakes nobody: such a flag is looked at every sleep. */
   for (int64_t waited = 0; waited < GB_OS_YIELD_WOKEN_NS; waited = gbClockNowNs() - start) {
     if (check(flag, value, abortFlag, &res)) return res;
-    gbOsBackoff(waited, GB_OS_YIELD_WOKEN_NS);
+    gbOsBackoff(waited, GB_OS_YIELD_WOKEN_NS, flag->pollNs);
   }
   for (;;) {
     uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);

@@ -163,7 +163,7 @@ gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const v
         res = gbErrorSet(gbSystemError, "poll while waiting for %d requests: %s", left, strerror_r(errno, eb, sizeof(eb)));
         goto out;
       }
-      gbOsBackoff(now - idleSince, GB_OS_YIELD_UNWOKEN_NS);
+      gbOsBackoff(now - idleSince, GB_OS_YIELD_UNWOKEN_NS, 0);
       poked = 1;
       continue;
     }
