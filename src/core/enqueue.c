@@ -97,7 +97,7 @@ static gbResult_t front(gbCommWalk_t* cw, size_t i) {
     op.group = &cw->hostGroup->algo;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, (uint32_t)p->hostSteps);
     void* out = NULL;
-    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, s, &out));
+    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, bytes, s, &out));
     cw->queued = 1;
     if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, out));
     gbSharedChunk_t what = {moveOf(cw->in.coll), p->hostRoot, bytes, 0};

@@ -88,13 +88,13 @@ static gbResult_t front(gbCommWalk_t* cw, size_t i) {
     op.seq = c->seq;
     op.group = &cw->hostGroup->algo;
     gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, (uint32_t)i, (uint32_t)p->hostSteps);
-    void* out = NULL;
-    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, s, &out));
-    GB_CHECK(stageOut(b, s->buf, i, 0, out));
     /* All-gather: my block to every member; else block k of my part to member k. */
     size_t block = len * cw->esize;
     gbSharedChunk_t what = {cw->in.coll == GB_COLL_ALLGATHER ? GB_MOVE_ALL : GB_MOVE_BLOCKS, -1,
                             cw->in.coll == GB_COLL_ALLGATHER ? block : (size_t)n * block, block};
+    void* out = NULL;
+    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, what.part, s, &out));
+    GB_CHECK(stageOut(b, s->buf, i, 0, out));
     return gbSharedSlotsStaged(c, cw->shared, s, &what, &op);
   }
   GB_CHECK(gbCommSlotAcquire(c, cw->stream, s));

@@ -131,7 +131,7 @@ static gbResult_t sendChunk(void* arg, size_t k) {
     if (len == 0) continue;
     gbP2pChunk_t ch;
     void* copyStream = NULL;
-    GB_CHECK(gbSharedP2pSendTake(w->comm, w->sh, p, w->stream, &ch, &copyStream));
+    GB_CHECK(gbSharedP2pSendTake(w->comm, w->sh, p, w->stream, len, &ch, &copyStream));
     GB_CHECK(copyChunk(w, p, 1, k, ch.buf, copyStream));
     w->lastSent[p] = ch;
     gbProxyOp_t op = taggedOp(w);
@@ -167,10 +167,16 @@ static gbResult_t channelsPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP
   w.stream = stream;
   gbTraceSetPlan(c, -1, (int)p->hostSteps);
   *queued = 1;
+  /* My messages to myself: straight from the send buffers to the receive buffers. */
+  for (int i = 0; i < p->nops; i++)
+    for (int j = 0; j < p->nops; j++) {
+      size_t from, into, n = gbPlanP2pSelf(p, i, j, &from, &into);
+      if (n > 0) GB_CHECK(c->dev->copyAsync((char*)ops[i].buf + into, (const char*)ops[j].buf + from, n, stream));
+    }
   GB_CHECK(gbCommPipeline(p->nchunks, p->depth, sendChunk, recvChunk, &w));
   /* The copy stream reads the send buffers: the group ends when it did. */
   for (int r = 0; r < c->nranks; r++)
-    if (p->sendBytes[r] > 0) GB_CHECK(gbSharedP2pSendDone(c, w.sh, &w.lastSent[r], stream));
+    if (r != c->rank && p->sendBytes[r] > 0) GB_CHECK(gbSharedP2pSendDone(c, w.sh, &w.lastSent[r], stream));
   return gbSuccess;
 }
 
@@ -221,7 +227,7 @@ static gbResult_t bulkPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t
 }
 
 static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t* p, void* stream, int* queued) {
-  if (p->hostSteps == 0) return gbSuccess;
+  if (p->nhost == 0) return gbSuccess; /* (messages to myself alone take no host step, but still a copy) */
   return p->channels ? channelsPart(c, ops, p, stream, queued) : bulkPart(c, ops, p, stream, queued);
 }
 

@@ -24,14 +24,17 @@ static gbProxyOp_t plainOp(gbComm_t c) {
   return op;
 }
 
-gbResult_t gbSharedP2pSendTake(gbComm_t c, gbSharedSlots_t* sh, int peer, void* stream, gbP2pChunk_t* out,
-                               void** copyStream) {
+gbResult_t gbSharedP2pSendTake(gbComm_t c, gbSharedSlots_t* sh, int peer, void* stream, size_t bytes,
+                               gbP2pChunk_t* out, void** copyStream) {
   place(sh, peer, ++sh->p2pSent[peer], out);
   out->buf = gbSharedP2pAt(sh, sh->me, peer, out->slot);
-  *copyStream = sh->copyStream;
-  gbFlag_t* input = gbSharedP2pFlag(sh, P2P_INPUT, peer, out->slot);
-  GB_CHECK(c->dev->flagWrite(input, out->use, stream));
-  GB_CHECK(c->dev->flagWait(input, out->use, sh->copyStream));
+  out->on = bytes < GB_SHARED_SIDE_STREAM_BYTES ? stream : sh->copyStream; /* as gbSharedSlotsTake */
+  *copyStream = out->on;
+  if (out->on != stream) {
+    gbFlag_t* input = gbSharedP2pFlag(sh, P2P_INPUT, peer, out->slot);
+    GB_CHECK(c->dev->flagWrite(input, out->use, stream));
+    GB_CHECK(c->dev->flagWait(input, out->use, out->on));
+  }
   if (out->use == 1) return gbSuccess;
   /* The slot's last use: the receiver's read of it frees it. */
   gbSharedStep_t st = {.sh = sh, .slot = out->slot, .use = out->use - 1, .nwait = 1, .who = {peer},
@@ -39,13 +42,13 @@ gbResult_t gbSharedP2pSendTake(gbComm_t c, gbSharedSlots_t* sh, int peer, void* 
   gbFlag_t* freed = gbSharedP2pFlag(sh, P2P_FREED, peer, out->slot);
   gbProxyOp_t op = plainOp(c);
   GB_CHECK(gbSharedPostStep(c, &st, &op, NULL, 0, freed, out->use - 1));
-  return c->dev->flagWait(freed, out->use - 1, sh->copyStream);
+  return c->dev->flagWait(freed, out->use - 1, out->on);
 }
 
 gbResult_t gbSharedP2pSendStaged(gbComm_t c, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, uint64_t bytes,
                                  gbProxyOp_t* op) {
   gbFlag_t* staged = gbSharedP2pFlag(sh, P2P_STAGED, ch->peer, ch->slot);
-  GB_CHECK(c->dev->flagWrite(staged, ch->use, sh->copyStream));
+  GB_CHECK(c->dev->flagWrite(staged, ch->use, ch->on));
   gbSharedStep_t st = {.sh = sh, .slot = ch->slot, .use = ch->use, .what = "",
                        .publish = &gbSharedCtl(sh, sh->me)->sent[ch->peer][ch->slot], .group = op->group,
                        .bytes = bytes};

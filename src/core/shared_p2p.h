@@ -7,7 +7,8 @@
  *              waits for the caller's stream to reach this point and until
  *              the receiver read that slot's last use (a proxy step waits
  *              for the receiver's `got` counter); the caller then copies
- *              the chunk to ch->buf on the copy stream.
+ *              the chunk to ch->buf on the copy stream (the caller's own
+ *              below GB_SHARED_SIDE_STREAM_BYTES).
  *  SendStaged: the copy stream marks it staged; the proxy publishes `sent`.
  *  RecvArrived: the receiver's proxy waits for the sender's `sent`; the
  *              caller's stream waits for that, then copies the chunk out of
@@ -32,6 +33,7 @@ typedef struct {
   size_t slot;
   uint64_t use;  /* of this slot of the channel */
   char* buf;     /* the slot, host address */
+  void* on;      /* a send's: the stream that copies it out */
 } gbP2pChunk_t;
 
 /* 0 when sh has no channels (not the world's segment). */
@@ -41,8 +43,8 @@ int gbSharedP2pDepth(const gbSharedSlots_t* sh);
 /* op holds the walker's fields for the proxy (sequence; SendStaged and
  * RecvArrived: the flight-recorder tag and group, whose traffic counter
  * counts `bytes` as sent); these fill the rest and post it. */
-gbResult_t gbSharedP2pSendTake(gbComm_t comm, gbSharedSlots_t* sh, int peer, void* stream, gbP2pChunk_t* out,
-                               void** copyStream);
+gbResult_t gbSharedP2pSendTake(gbComm_t comm, gbSharedSlots_t* sh, int peer, void* stream, size_t bytes,
+                               gbP2pChunk_t* out, void** copyStream);
 gbResult_t gbSharedP2pSendStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbP2pChunk_t* ch, uint64_t bytes,
                                  gbProxyOp_t* op);
 /* The caller's stream waits until chunk ch was copied out of the send

@@ -358,14 +358,21 @@ static gbResult_t postStep(gbComm_t c, gbSharedSlots_t* sh, gbProxyOp_t* op, siz
                           flagOf(sh, read ? FLAG_FREED : FLAG_FULL, slot), use);
 }
 
-gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, gbSlot_t* out, void** copyStream) {
+gbResult_t gbSharedSlotsTake(gbComm_t c, gbSharedSlots_t* sh, void* stream, size_t bytes, gbSlot_t* out,
+                             void** copyStream) {
   out->slot = sh->next++ % (size_t)sh->nslots;
   out->use = ++sh->uses[out->slot];
   out->buf = gbSharedSlotsAt(sh, sh->me, out);
-  *copyStream = sh->copyStream;
-  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_INPUT, out->slot), out->use, stream));
-  GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_INPUT, out->slot), out->use, sh->copyStream));
-  return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, sh->copyStream);
+  /* A small chunk is copied out on the caller's stream: a hand-over to the
+   * copy stream would cost more than the overlap gains. */
+  void* on = bytes < GB_SHARED_SIDE_STREAM_BYTES ? stream : sh->copyStream;
+  sh->stagedOn[out->slot] = on;
+  *copyStream = on;
+  if (on != stream) {
+    GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_INPUT, out->slot), out->use, stream));
+    GB_CHECK(c->dev->flagWait(flagOf(sh, FLAG_INPUT, out->slot), out->use, on));
+  }
+  return c->dev->flagWait(flagOf(sh, FLAG_FREED, out->slot), out->use - 1, on);
 }
 
 /* Whether member k needs bytes of member from's part (the whole part, or
@@ -414,7 +421,7 @@ static gbResult_t postMoves(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, 
 
 gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const gbSharedChunk_t* chunk,
                                gbProxyOp_t* op) {
-  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, sh->copyStream));
+  GB_CHECK(c->dev->flagWrite(flagOf(sh, FLAG_STAGED, s->slot), s->use, sh->stagedOn[s->slot]));
   if (sh->remote) return postMoves(c, sh, s, chunk, op);
   return postStep(c, sh, op, s->slot, s->use, 0, sentBytes(sh, chunk));
 }
@@ -443,6 +450,11 @@ const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, cons
                                size_t bytes, void* stream, gbResult_t* res) {
   if (!sh->scratch) return deviceAt(sh, member, s) + offset;
   char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
+  if (bytes < GB_SHARED_SIDE_STREAM_BYTES) { /* small: on the caller's stream, as in Take */
+    gbResult_t r = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
+    if (r != gbSuccess) *res = r;
+    return to;
+  }
   /* The fetch stream copies the part in while the caller's stream still
    * reduces the chunk before; for this use's first part it waits until
    * every member staged it and this member reduced the scratch's last use. */

@@ -31,6 +31,10 @@
  * members on the ring sends less than half, and the host transport keeps
  * such groups. */
 #define GB_REMOTE_SLOTS_MAX 4
+/* A chunk part smaller than this is copied out and in on the caller's own
+ * stream (Take, Fetch): under it the hand-over between streams (a flag
+ * write and wait, ~8 us each on a GPU) costs more than the overlap gains. */
+#define GB_SHARED_SIDE_STREAM_BYTES ((size_t)256 << 10)
 
 typedef struct gbSharedSlots gbSharedSlots_t;
 
@@ -57,11 +61,13 @@ void gbSharedSlotsFail(gbComm_t comm, gbCommGroup_t* g);
  * same chunks over the group, so the counts agree), with four local flags
  * per slot between the stream and the proxy.
  *
- *  Take:    the next slot. The slots' copy stream (*copyStream) waits for
- *           the caller's stream to reach this point and until every member
- *           read the slot's last use; the caller then copies its chunk to
- *           s->buf (its part) on the copy stream, so chunk k+1 goes out
- *           while the caller's stream reduces chunk k.
+ *  Take:    the next slot, for a part of `bytes`. The slots' copy stream
+ *           (*copyStream) waits for the caller's stream to reach this point
+ *           and until every member read the slot's last use; the caller
+ *           then copies its chunk to s->buf (its part) on the copy stream,
+ *           so chunk k+1 goes out while the caller's stream reduces chunk
+ *           k. Below GB_SHARED_SIDE_STREAM_BYTES *copyStream is the
+ *           caller's stream.
  *  Staged:  the copy stream marks it staged; the proxy publishes `full` and
  *           waits for every member's (remote: moves the parts as `chunk`
  *           says). op holds the walker's fields for the proxy (sequence,
@@ -92,7 +98,8 @@ typedef struct {
   size_t block;  /* GB_MOVE_BLOCKS: bytes of each block (a part holds one per member) */
 } gbSharedChunk_t;
 
-gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, gbSlot_t* out, void** copyStream);
+gbResult_t gbSharedSlotsTake(gbComm_t comm, gbSharedSlots_t* sh, void* stream, size_t bytes, gbSlot_t* out,
+                             void** copyStream);
 gbResult_t gbSharedSlotsStaged(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, const gbSharedChunk_t* chunk,
                                gbProxyOp_t* op);
 gbResult_t gbSharedSlotsArrived(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t* s, void* stream);

@@ -56,6 +56,7 @@ struct gbSharedSlots {
   gbFlag_t* flags;     /* [NFLAGS][nslots], then [NP2PFLAGS][n][p2pDepth] */
   void* copyStream;    /* copies chunks out, beside the caller's stream (which reduces) */
   void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
+  void* stagedOn[GB_SHARED_SLOTS_MAX];    /* caller thread: the stream that copies each slot's chunk out */
   uint64_t fetches[GB_SHARED_SLOTS_MAX];  /* caller thread: parts fetched into each slot's scratch so far */
   uint64_t fetchUse[GB_SHARED_SLOTS_MAX]; /* and the slot use they were last for */
   char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;

@@ -13,13 +13,10 @@ static int viaIsland(const gbPlanP2pInput_t* in, int peer) {
 }
 
 /* The channels carry the host part when the world has them (few enough
- * ranks to keep a stream per peer) and no host message is to or from this
- * rank itself. */
-static int channelsFit(const gbPlanP2pInput_t* in, const gbPlanP2p_t* p) {
-  if (in->channelBytes == 0 || in->topo->nranks > GB_PLAN_P2P_MAX_PEERS) return 0;
-  for (int i = 0; i < p->nops; i++)
-    if (!p->ops[i].viaIsland && p->ops[i].msg.peer == in->topo->rank) return 0;
-  return 1;
+ * ranks to keep a stream per peer). Facts every rank shares decide it, so a
+ * pair of ranks never disagrees (a message to oneself is copied directly). */
+static int channelsFit(const gbPlanP2pInput_t* in) {
+  return in->channelBytes > 0 && in->topo->nranks <= GB_PLAN_P2P_MAX_PEERS;
 }
 
 static size_t chunksOf(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
@@ -35,6 +32,7 @@ static void planChannels(const gbPlanP2pInput_t* in, gbPlanP2p_t* p) {
     *total += op->msg.bytes;
   }
   for (int r = 0; r < in->topo->nranks; r++) {
+    if (r == in->topo->rank) continue; /* my stream to myself: copied directly (gbPlanP2pSelf) */
     size_t s = chunksOf(p->sendBytes[r], p->chunkBytes), n = chunksOf(p->recvBytes[r], p->chunkBytes);
     p->hostSteps += s + n;
     if (s > p->nchunks) p->nchunks = s;
@@ -67,7 +65,8 @@ gbResult_t gbPlanP2pBuild(const gbPlanP2pInput_t* in, gbPlanP2p_t* p) {
     if (op->viaIsland) p->nisland++;
     else p->nhost++;
   }
-  p->channels = channelsFit(in, p);
+  p->me = in->topo->rank;
+  p->channels = channelsFit(in);
   if (p->channels) planChannels(in, p);
   else planBulk(p);
   return gbSuccess;
@@ -81,7 +80,7 @@ void gbPlanP2pFree(gbPlanP2p_t* p) {
 
 void gbPlanP2pChunk(const gbPlanP2p_t* p, int peer, int isSend, size_t k, size_t* off, size_t* len) {
   *off = *len = 0;
-  if (!p->channels) return;
+  if (!p->channels || peer == p->me) return;
   size_t total = isSend ? p->sendBytes[peer] : p->recvBytes[peer];
   if (k >= chunksOf(total, p->chunkBytes)) return;
   *off = k * p->chunkBytes;
@@ -99,5 +98,21 @@ size_t gbPlanP2pPiece(const gbPlanP2p_t* p, int i, size_t k, size_t* from, size_
   if (begin >= end) return 0;
   *from = begin - op->streamAt;
   *into = begin - off;
+  return end - begin;
+}
+
+size_t gbPlanP2pSelf(const gbPlanP2p_t* p, int recvOp, int sendOp, size_t* from, size_t* into) {
+  const gbPlanP2pOp_t* r = &p->ops[recvOp];
+  const gbPlanP2pOp_t* s = &p->ops[sendOp];
+  *from = *into = 0;
+  if (!p->channels || r->viaIsland || s->viaIsland || r->msg.isSend || !s->msg.isSend || r->msg.peer != p->me ||
+      s->msg.peer != p->me)
+    return 0;
+  size_t begin = r->streamAt > s->streamAt ? r->streamAt : s->streamAt;
+  size_t rEnd = r->streamAt + r->msg.bytes, sEnd = s->streamAt + s->msg.bytes;
+  size_t end = rEnd < sEnd ? rEnd : sEnd;
+  if (begin >= end) return 0;
+  *from = begin - s->streamAt;
+  *into = begin - r->streamAt;
   return end - begin;
 }

@@ -1,10 +1,10 @@
 /* A send/recv group's schedule (plan/p2p.c). Messages to peers in my
  * island go through the island's own fused group, unless the policy is
  * flat; the others through the host. The host part takes the world's
- * send/recv channels (core/shared_p2p.h) when there are any and no message
- * is to or from this rank itself: each peer's messages form one byte
- * stream per direction, cut into chunks of the channel's chunk bytes and
- * pipelined. Otherwise one bulk buffer stages every message whole and one
+ * send/recv channels (core/shared_p2p.h) when there are any: each peer's
+ * messages form one byte stream per direction, cut into chunks of the
+ * channel's chunk bytes and pipelined; my stream to myself is copied
+ * directly, receive by receive (gbPlanP2pSelf). Otherwise one bulk buffer stages every message whole and one
  * host step moves them all. Pure: facts in, never the communicator. */
 #ifndef GB_PLAN_P2P_H
 #define GB_PLAN_P2P_H
@@ -51,6 +51,7 @@ typedef struct {
   int nops;
   int nisland, nhost;    /* messages each way */
   int channels;          /* the host part over the channels; else the bulk buffer */
+  int me;                /* this rank */
   /* Channels: per peer, the byte stream each way; chunks of chunkBytes;
    * nchunks, the most of any stream; depth chunks in flight. */
   size_t sendBytes[GB_PLAN_P2P_MAX_PEERS];
@@ -74,6 +75,12 @@ void gbPlanP2pFree(gbPlanP2p_t* p);
 /* Chunk k of peer's stream one way (isSend): where it starts in the stream
  * and its length; 0 when the stream has no chunk k. */
 void gbPlanP2pChunk(const gbPlanP2p_t* p, int peer, int isSend, size_t k, size_t* off, size_t* len);
+
+/* Channels, my messages to myself: the bytes of send op sendOp that
+ * receive op recvOp gets (both to and from me, over the host): bytes
+ * [*from, *from + n) of the send go to *into of the receive. Returns n (0:
+ * none). */
+size_t gbPlanP2pSelf(const gbPlanP2p_t* p, int recvOp, int sendOp, size_t* from, size_t* into);
 
 /* The part of op i in chunk k of its stream: bytes [*from, *from + n) of the
  * message lie at *into in the chunk. Returns n; 0 when op i has no bytes in

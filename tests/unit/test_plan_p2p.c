@@ -4,8 +4,11 @@
  * - a message goes through the island when its peer is in my island and
  *   the policy is not flat; every other message through the host;
  * - the host part takes the channels when the world has them (channelBytes
- *   > 0, at most 8 ranks) and no host message is to or from me; otherwise
- *   the bulk buffer, each message at a 64-byte aligned place, one host step;
+ *   > 0, at most 8 ranks), whatever the group holds (so two ranks never
+ *   disagree); otherwise the bulk buffer, each message at a 64-byte aligned
+ *   place, one host step;
+ * - on the channels my messages to myself are one stream each way too, not
+ *   chunked: a receive gets the bytes at its offsets of the send stream;
  * - on the channels, a peer's host messages one way are one stream in the
  *   group's order, cut into chunks of channelBytes; nchunks is the most of
  *   any stream; depth is min(stagingSlots, channelDepth); host steps are the
@@ -96,19 +99,20 @@ static void checkRouting(void) {
   gbPlanP2p_t p = build(&in);
   for (int i = 0; i < 5; i++) CHECK(p.ops[i].viaIsland == 0, "flat, message %d: via host", i);
   CHECK(p.nisland == 0 && p.nhost == 5, "flat: 0 via island, 5 via host; got %d, %d", p.nisland, p.nhost);
-  CHECK(p.channels == 0, "flat with a message to myself: bulk");
+  CHECK(p.channels == 1, "flat with a message to myself: channels all the same");
   gbPlanP2pFree(&p);
   checked += 7;
 }
 
-/* The bulk path: a message to myself through the host, no channels, or too many ranks. */
+/* The bulk path: no channels in the world, or too many ranks. */
 static void checkBulk(void) {
   layout_t l;
   makeLayout(&l, (const int[]){1, 1, 1}, 3, 0);
   const gbPlanP2pMsg_t msgs[] = {{1, 1, 100}, {0, 1, 64}, {0, 0, 64}, {2, 0, 0}, {2, 1, 65}};
   gbPlanP2pInput_t in = input(&l, gbPolicyFlat, msgs, 5);
+  in.channelBytes = 0;
   gbPlanP2p_t p = build(&in);
-  CHECK(p.channels == 0, "a message to myself: bulk");
+  CHECK(p.channels == 0, "no channels: bulk");
   static const size_t at[] = {0, 128, 192, 256, 256};
   for (int i = 0; i < 5; i++)
     CHECK(p.ops[i].bulkAt == at[i], "bulk message %d at %zu, got %zu", i, at[i], p.ops[i].bulkAt);
@@ -120,12 +124,34 @@ static void checkBulk(void) {
   gbPlanP2pFree(&p);
   checked += 9;
 
-  /* The same without the message to myself: channels. */
-  const gbPlanP2pMsg_t others[] = {{1, 1, 100}, {2, 0, 0}, {2, 1, 65}};
-  in = input(&l, gbPolicyFlat, others, 3);
+  /* With channels the same group takes them; my own stream is copied, not chunked. */
+  in = input(&l, gbPolicyFlat, msgs, 5);
   p = build(&in);
-  CHECK(p.channels == 1, "no message to myself: channels");
+  CHECK(p.channels == 1, "channels, a message to myself included");
+  size_t from, into;
+  CHECK(gbPlanP2pSelf(&p, 2, 1, &from, &into) == 64 && from == 0 && into == 0, "my 64 bytes to myself, whole");
+  CHECK(gbPlanP2pSelf(&p, 1, 2, &from, &into) == 0, "a send is no receive");
+  CHECK(gbPlanP2pSelf(&p, 2, 0, &from, &into) == 0, "a send to rank 1 is not mine");
+  gbPlanP2pChunk(&p, 0, 1, 0, &off, &len);
+  CHECK(len == 0, "no chunk of my own stream");
+  /* 1 + 1 chunks to and from rank 1 / 2 (100 B out to 1, 65 B out to 2, 0 B in from 2) */
+  CHECK(p.hostSteps == 2 && p.nchunks == 1, "host steps 2 (%zu), chunks 1 (%zu)", p.hostSteps, p.nchunks);
   gbPlanP2pFree(&p);
+  checked += 6;
+
+  /* Two sends to myself (40 + 24 bytes) into one receive of 64, and one of 64 into two of 30 + 34. */
+  const gbPlanP2pMsg_t split[] = {{0, 1, 40}, {0, 0, 64}, {0, 1, 24}, {0, 1, 64}, {0, 0, 30}, {0, 0, 34}};
+  in = input(&l, gbPolicyFlat, split, 6);
+  p = build(&in);
+  /* Send stream: [0,40) op 0, [40,64) op 2, [64,128) op 3. Receive stream: [0,64) op 1, [64,94) op 4, [94,128) op 5. */
+  CHECK(gbPlanP2pSelf(&p, 1, 0, &from, &into) == 40 && from == 0 && into == 0, "op 0 into op 1 at 0");
+  CHECK(gbPlanP2pSelf(&p, 1, 2, &from, &into) == 24 && from == 0 && into == 40, "op 2 into op 1 at 40");
+  CHECK(gbPlanP2pSelf(&p, 4, 3, &from, &into) == 30 && from == 0 && into == 0, "op 3's first 30 into op 4");
+  CHECK(gbPlanP2pSelf(&p, 5, 3, &from, &into) == 34 && from == 30 && into == 0, "op 3's last 34 into op 5");
+  CHECK(gbPlanP2pSelf(&p, 4, 0, &from, &into) == 0, "op 0 does not reach op 4");
+  CHECK(p.hostSteps == 0 && p.nchunks == 0, "only myself: no host step, no chunk");
+  gbPlanP2pFree(&p);
+  checked += 6;
 
   /* No channels in the world. */
   in.channelBytes = 0;
