@@ -19,36 +19,7 @@
 #include "plan/p2p.h"
 
 #include "unit/check.h"
-
-/* Ranks numbered island by island; `me` is this rank. */
-typedef struct {
-  gbTopo_t topo;
-  int sizes[8], islandOf[64], indexIn[64], leaders[8];
-} layout_t;
-
-static void makeLayout(layout_t* l, const int* sizes, int nislands, int me) {
-  memset(l, 0, sizeof(*l));
-  int r = 0;
-  for (int i = 0; i < nislands; i++) {
-    l->sizes[i] = sizes[i];
-    l->leaders[i] = r;
-    for (int j = 0; j < sizes[i]; j++, r++) {
-      l->islandOf[r] = i;
-      l->indexIn[r] = j;
-    }
-  }
-  gbTopo_t* t = &l->topo;
-  t->nranks = r;
-  t->rank = me;
-  t->nislands = nislands;
-  t->island = l->islandOf[me];
-  t->islandIndex = l->indexIn[me];
-  t->isLeader = t->islandIndex == 0;
-  t->islandOfRank = l->islandOf;
-  t->indexInIsland = l->indexIn;
-  t->leaderOfIsland = l->leaders;
-  t->islandSize = l->sizes;
-}
+#include "unit/plan_layout.h"
 
 /* msgs under policy; channels of 1000-byte chunks, 6 deep; 4 staging slots. */
 static gbPlanP2pInput_t input(const layout_t* l, int policy, const gbPlanP2pMsg_t* msgs, int n) {
