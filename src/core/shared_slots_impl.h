@@ -1,5 +1,5 @@
-/* Shared staging slots, inside (core/shared_slots.c and core/shared_p2p.c
- * only): the segment's layout, the flags between a stream and the proxy,
+/* Shared staging slots, inside (core/shared_slots.c, shared_slots_setup.c
+ * and shared_p2p.c only): the segment's layout, the flags between a stream and the proxy,
  * and the proxy's counter step. Callers use shared_slots.h and
  * shared_p2p.h. */
 #ifndef GB_CORE_SHARED_SLOTS_IMPL_H
@@ -72,6 +72,9 @@ struct gbSharedSlots {
 };
 
 gbSharedCtl_t* gbSharedCtl(const gbSharedSlots_t* sh, int member);
+/* b rounded up to whole pages; the bytes of sh's layout (its fields set). */
+size_t gbSharedRoundPage(size_t b);
+size_t gbSharedLayoutBytes(const gbSharedSlots_t* sh);
 gbFlag_t* gbSharedP2pFlag(const gbSharedSlots_t* sh, int which, int member, size_t slot);
 /* Slot `slot` of the channel from member `from` to member `to`: its host address. */
 char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot);
