@@ -254,13 +254,10 @@ static const char* deviceAt(const gbSharedSlots_t* sh, int member, const gbSlot_
 
 const void* gbSharedSlotsFetch(gbComm_t c, gbSharedSlots_t* sh, int member, const gbSlot_t* s, size_t offset,
                                size_t bytes, void* stream, gbResult_t* res) {
-  if (!sh->scratch) return deviceAt(sh, member, s) + offset;
+  /* Host memory, or small: the reduction reads the part where it lies (on a
+   * GPU mapped host memory: a copy in first costs one operation more). */
+  if (!sh->scratch || bytes < GB_SHARED_SIDE_STREAM_BYTES) return deviceAt(sh, member, s) + offset;
   char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
-  if (bytes < GB_SHARED_SIDE_STREAM_BYTES) { /* small: on the caller's stream, as in Take */
-    gbResult_t r = c->dev->copyAsync(to, gbSharedSlotsAt(sh, member, s) + offset, bytes, stream);
-    if (r != gbSuccess) *res = r;
-    return to;
-  }
   /* The fetch stream copies the part in while the caller's stream still
    * reduces the chunk before; for this use's first part it waits until
    * every member staged it and this member reduced the scratch's last use. */

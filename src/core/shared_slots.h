@@ -31,9 +31,10 @@
  * members on the ring sends less than half, and the host transport keeps
  * such groups. */
 #define GB_REMOTE_SLOTS_MAX 4
-/* A chunk part smaller than this is copied out and in on the caller's own
- * stream (Take, Fetch): under it the hand-over between streams (a flag
- * write and wait, ~8 us each on a GPU) costs more than the overlap gains. */
+/* A chunk part smaller than this is copied out on the caller's own stream
+ * (Take), and a GPU's kernel reads the others' parts of it where they lie
+ * (Fetch): under it the hand-over between streams (a flag write and wait,
+ * ~8 us each on a GPU) or a copy costs more than the overlap gains. */
 #define GB_SHARED_SIDE_STREAM_BYTES ((size_t)256 << 10)
 
 typedef struct gbSharedSlots gbSharedSlots_t;
@@ -108,7 +109,8 @@ gbResult_t gbSharedSlotsRead(gbComm_t comm, gbSharedSlots_t* sh, const gbSlot_t*
 /* Member k's part of slot s: its host address. */
 char* gbSharedSlotsAt(const gbSharedSlots_t* sh, int member, const gbSlot_t* s);
 /* Bytes [offset, offset + bytes) of member k's part where this device's
- * reduction reads them: in place on the host device; on a GPU the slots'
+ * reduction reads them: in place on the host device, and on a GPU below
+ * GB_SHARED_SIDE_STREAM_BYTES (mapped host memory); else the slots'
  * fetch stream first copies them into the slot's device scratch (one per
  * slot and member: the slot's next use waits until every member read this
  * one), so chunk k comes in while the caller's stream reduces chunk k - 1,
