@@ -187,7 +187,9 @@ static gbResult_t postCheck(gbComm_t c, gbResult_t (*fn)(void*), void* arg, void
   c->checksPosted++;
   gbTraceAddFlags(c, GB_RECORD_HAS_CHECK);
   gbTraceTagOp(c, &op, GB_TRACE_ROLE_CHECK, 0, 1);
-  return gbProxyPost(c->proxy, &op);
+  res = gbProxyPost(c->proxy, &op);
+  if (res != gbSuccess) free(arg); /* not queued: still this call's */
+  return res;
 }
 
 gbResult_t gbCommCheckCall(gbComm_t c, const gbCommCall_t* call, void* stream) {

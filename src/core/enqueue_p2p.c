@@ -216,7 +216,11 @@ static gbResult_t bulkPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t
   op.doneValue = use;
   op.seq = c->seq;
   gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, 0, 1);
-  GB_CHECK(gbProxyPost(c->proxy, &op));
+  res = gbProxyPost(c->proxy, &op);
+  if (res != gbSuccess) {
+    free(list); /* not queued: still this walker's */
+    return res;
+  }
   GB_CHECK(c->dev->flagWait(&b->flags[1], use, stream));
   for (int i = 0; i < p->nops; i++) {
     const gbPlanP2pOp_t* in = &p->ops[i];

@@ -142,7 +142,9 @@ gbResult_t gbSharedPostStep(gbComm_t c, const gbSharedStep_t* step, gbProxyOp_t*
   op->readyValue = readyValue;
   op->done = done;
   op->doneValue = doneValue;
-  return gbProxyPost(c->proxy, op); /* takes st */
+  gbResult_t res = gbProxyPost(c->proxy, op); /* takes st */
+  if (res != gbSuccess) free(st);
+  return res;
 }
 
 /* The group's step on slot s: publish my full (or read) counter, wait for
@@ -222,7 +224,9 @@ static gbResult_t postMoves(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, 
   op->readyValue = s->use;
   op->done = flagOf(sh, FLAG_FULL, s->slot);
   op->doneValue = s->use;
-  return gbProxyPost(c->proxy, op); /* takes list */
+  gbResult_t res = gbProxyPost(c->proxy, op); /* takes list */
+  if (res != gbSuccess) free(list);
+  return res;
 }
 
 gbResult_t gbSharedSlotsStaged(gbComm_t c, gbSharedSlots_t* sh, const gbSlot_t* s, const gbSharedChunk_t* chunk,

@@ -68,7 +68,8 @@ typedef struct {
 
 gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out);
 /* Enqueues; never blocks on running work. Takes p2p and arg: they are freed
- * after the step (or at destroy when it never runs). */
+ * after the step (or at destroy when it never runs); when it fails they stay
+ * the caller's. */
 gbResult_t gbProxyPost(gbProxy_t* p, const gbProxyOp_t* op);
 /* Waits until every posted step ran (or failed). */
 gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline);
