@@ -181,12 +181,11 @@ static gbResult_t peerGone(gbNetConn_t* c, int closed) {
   return gbNetTcpConnFail(c, gbRemoteError, msg, &k);
 }
 
-/* Whether the peer still holds its end of socket 0. */
-static gbResult_t checkPeer(gbNetConn_t* c) {
+/* Whether the peer let go of its end of socket 0 (it closed, shut down or died). */
+static int socketGone(gbNetConn_t* c) {
   char b;
   ssize_t n = recv(c->socks[0].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return peerGone(c, 0);
-  return gbSuccess;
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static size_t sendSome(gbNetShm_t* s, gbNetReq_t* r) {
@@ -225,8 +224,11 @@ gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
     return gbNetTcpConnFail(c, gbRemoteError, msg, NULL);
   }
   /* A peer that shut down may have left data in the ring (as TCP keeps what
-   * arrived before the end): drain first, fail only when nothing moves. */
+   * arrived before the end): look at its end first, drain, and fail only
+   * when nothing moves. (Looking after the drain would miss data the peer
+   * wrote between the two just before it left.) */
   int peerClosed = atomic_load_explicit(&s->rx->closed, memory_order_acquire);
+  int peerLeft = !peerClosed && ++c->idle % IDLE_CHECK_EVERY == 0 && socketGone(c);
   size_t moved = 0;
   for (int dir = 0; dir < 2; dir++) {
     for (gbNetReq_t* r = c->head[dir]; r != NULL; r = r->next) {
@@ -241,8 +243,7 @@ gbResult_t gbNetTcpShmProgress(gbNetConn_t* c) {
     c->idle = 0;
     return gbSuccess;
   }
-  if (peerClosed) return peerGone(c, 1);
-  if (++c->idle % IDLE_CHECK_EVERY == 0) GB_CHECK(checkPeer(c));
+  if (peerClosed || peerLeft) return peerGone(c, peerClosed);
   return gbSuccess; /* gbNetWaitAll backs off (yields, then sleeps) between passes */
 }
 
