@@ -170,7 +170,6 @@ int gbCommChecking(gbComm_t c) {
 static gbResult_t postCheck(gbComm_t c, gbResult_t (*fn)(void*), void* arg, void* stream) {
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
-  op.kind = GB_PROXY_CALL;
   op.fn = fn;
   op.arg = arg;
   op.freeArg = free;

@@ -1,5 +1,5 @@
-/* The communicator: its topology, settings, connections, island, staging
- * slots, proxy thread, and error state. */
+/* The communicator: its topology, settings, connections, island, stages,
+ * proxy thread, and error state. */
 #ifndef GB_CORE_COMM_H
 #define GB_CORE_COMM_H
 
@@ -16,6 +16,7 @@
 #include "net/net.h"
 #include "plan/thresholds.h"
 #include "proxy/proxy.h"
+#include "stage/stage.h"
 
 #define GB_COMM_MAGIC 0x67624361u /* "gbCa" */
 #define GB_COMM_DEAD 0xdeadbeefu
@@ -31,7 +32,8 @@ typedef struct {
   gbAlgoGroup_t algo;
   int active;
   int borrowed;  /* conns belong to another group (rails use the world's) */
-  struct gbSharedSlots* slots; /* every member on this host: shared staging slots (core/shared_slots.h) */
+  gbStage_t* stages[GB_NUM_STAGES]; /* by plan/'s gbPlanStage_t: the private stage, and the group's shared or
+                                       remote slots where it has them (stage/stage.h) */
 } gbCommGroup_t;
 
 /* The host copy of a PreMulSum op's scalar (core/redop.c). Work queued
@@ -58,31 +60,6 @@ typedef struct {
 } gbCommRedOp_t;
 #define GB_COMM_MAX_REDOPS 64
 
-/* A growable host buffer for whole-message staging (send/recv groups), with
- * the three flags of one slot. Outgrown buffers stay until teardown (stream
- * work may still use them). */
-typedef struct gbBulk {
-  void* base;
-  size_t bytes;
-  gbFlag_t* flags;     /* [3]: staged, done, freed */
-  uint64_t uses;
-  struct gbBulk* older;
-} gbBulk_t;
-
-/* Host memory the streams and the proxy meet in: nslots chunks, and per slot
- * three monotone flags: staged (stream -> proxy), done (proxy -> stream),
- * freed (the stream copied the result out; the slot may be reused). */
-typedef struct {
-  void* base;
-  size_t slotBytes;
-  int nslots;
-  gbFlag_t* staged;
-  gbFlag_t* done;
-  gbFlag_t* freed;
-  uint64_t* uses;  /* per slot: how many chunks have used it (caller thread) */
-  size_t next;     /* next slot to use */
-} gbStaging_t;
-
 struct gbComm {
   uint32_t magic;
   int rank, nranks;
@@ -105,14 +82,15 @@ struct gbComm {
   gbCommCell_t* cells;      /* every PreMulSum scalar cell (teardown frees them) */
   gbCommCell_t* cellsFree;  /* reusable now (caller thread) */
   gbCommCell_t* cellsReleased; /* reusable, handed back by the proxy (atomic push; the caller takes them all) */
-  gbBulk_t* bulk;
+  gbStageCtx_t stageCtx;    /* what every stage of this comm is given */
+  gbStagePool_t* pool;      /* the private stages' slots */
+  gbStage_t* p2p[2];        /* send/recv's host part: [0] bulk, [1] the world's channels (NULL: none) */
   gbFlag_t* checked;        /* proxy -> streams: the first `value` call checks passed */
   uint64_t checksPosted;
   uint64_t p2pSeq;          /* send/recv groups enqueued (for messages) */
   int localRank;            /* as given to init (the device it chose) */
   gbConfig_t config;        /* as given to init (gbCommSplit inherits it) */
   int hasConfig;
-  gbStaging_t staging;
   gbProxy_t* proxy;
   void* scratchDev;         /* a small device buffer for gbBarrier */
   gbFlag_t* streamDone;     /* collectives whose stream work ran or was dropped */
@@ -225,23 +203,15 @@ gbResult_t gbCommCheckSendRecv(gbComm_t comm, const gbCommP2p_t* ops, int nops, 
 gbResult_t gbCommSplitRanks(gbComm_t parent, int color, int key, int* newRank, int* newN, int* first);
 gbResult_t gbCommSplitShareId(gbComm_t parent, int color, int first, const gbUniqueId* mine, gbUniqueId* out);
 
-/* Staging slots (core/staging.c): take the next slot for a chunk (the stream
- * waits until its last use was copied out), mark it staged, wait for the
- * proxy, free it. */
-typedef struct {
-  size_t slot;
-  uint64_t use;
-  char* buf;
-} gbSlot_t;
+/* The stages (core/stages.c): set up (collective over each group, during
+ * init, once the proxy runs), told this rank failed, freed at teardown. */
+gbResult_t gbCommStagesSetup(gbComm_t comm, const gbProbe_t* probes);
+void gbCommStagesFail(gbComm_t comm);
+void gbCommStagesFree(gbComm_t comm);
+
 /* Zeroes n flags of comm and gives them its timeout, so that a stream's wait
  * for one is bounded by the collective's deadline (gbFlagStreamWaitSec). */
 void gbCommFlagsInit(gbComm_t comm, gbFlag_t* flags, size_t n);
-gbResult_t gbCommSlotAcquire(gbComm_t comm, void* stream, gbSlot_t* out);
-gbResult_t gbCommSlotStaged(gbComm_t comm, const gbSlot_t* s, void* stream);
-gbResult_t gbCommSlotAwait(gbComm_t comm, const gbSlot_t* s, void* stream);
-gbResult_t gbCommSlotRelease(gbComm_t comm, const gbSlot_t* s, void* stream);
-gbFlag_t* gbCommSlotStagedFlag(gbComm_t comm, const gbSlot_t* s);
-gbFlag_t* gbCommSlotDoneFlag(gbComm_t comm, const gbSlot_t* s);
 /* Counts the end of one collective's stream work (teardown waits for it)
  * and, with record, stamps its flight-recorder record done there. */
 gbResult_t gbCommMarkStreamWork(gbComm_t comm, void* stream, struct gbTraceEntry* record);

@@ -12,7 +12,6 @@
 #include "base/result.h"
 #include "core/comm.h"
 #include "core/enqueue_walk.h"
-#include "core/shared_slots.h"
 #include "core/trace.h"
 #include "plan/plan.h"
 
@@ -65,123 +64,38 @@ static gbResult_t islandSteps(walk_t* w, size_t i, gbIslandStep_t step, int root
   return gbSuccess;
 }
 
-static gbProxyKind_t proxyKind(gbColl_t coll) {
-  if (coll == GB_COLL_ALLREDUCE) return GB_PROXY_ALLREDUCE;
-  if (coll == GB_COLL_REDUCE) return GB_PROXY_REDUCE;
-  return GB_PROXY_BCAST;
-}
-
-/* Which members' parts of a slot each member needs (shared_slots.h). */
-static gbSharedMove_t moveOf(gbColl_t coll) {
-  if (coll == GB_COLL_ALLREDUCE) return GB_MOVE_ALL;
-  return coll == GB_COLL_REDUCE ? GB_MOVE_TO_ROOT : GB_MOVE_FROM_ROOT;
-}
-
-/* Island step, then hand the chunk to the proxy. */
-static gbResult_t front(gbCommWalk_t* cw, size_t i) {
-  walk_t* w = (walk_t*)cw;
-  const gbPlan_t* p = &cw->plan;
-  gbComm_t c = cw->comm;
-  GB_CHECK(islandSteps(w, i, p->before, p->beforeRoot, 1));
-  if (p->host == GB_HOST_NONE) return gbSuccess;
-  size_t off, n;
-  gbPlanStagedPart(p, i, &off, &n);
-  if (n == 0) return gbSuccess;
-  gbSlot_t* s = &cw->slotOf[i % (size_t)p->depth];
-  size_t bytes = n * cw->esize;
-  const char* src = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * cw->esize;
-  if (cw->shared) {
-    gbProxyOp_t op;
-    memset(&op, 0, sizeof(op));
-    op.seq = c->seq;
-    op.group = &cw->hostGroup->algo;
-    gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, (uint32_t)p->hostSteps);
-    void* out = NULL;
-    GB_CHECK(gbSharedSlotsTake(c, cw->shared, cw->stream, bytes, s, &out));
-    cw->queued = 1;
-    if (p->stageOut) GB_CHECK(c->dev->copyAsync(s->buf, src, bytes, out));
-    gbSharedChunk_t what = {moveOf(cw->in.coll), p->hostRoot, bytes, 0};
-    return gbSharedSlotsStaged(c, cw->shared, s, &what, &op);
-  }
-  GB_CHECK(gbCommSlotAcquire(c, cw->stream, s));
-  cw->queued = 1;
-  void* buf = p->direct ? (void*)(w->recv + off * cw->esize) : s->buf;
-  const void* scale = p->host == GB_HOST_WORLD ? cw->ops.scale : NULL; /* elsewhere the island step scaled */
-  /* The proxy reads a direct all-reduce's input where it is, unless it must
-   * scale it first (never in the caller's send buffer). */
-  const void* input = NULL;
-  if (p->stageOut && src != buf) {
-    if (p->direct && !scale) input = src;
-    else GB_CHECK(c->dev->copyAsync(buf, src, bytes, cw->stream));
-  }
-  GB_CHECK(gbCommSlotStaged(c, s, cw->stream));
-  gbProxyOp_t op;
-  memset(&op, 0, sizeof(op));
-  op.kind = proxyKind(cw->in.coll);
-  op.group = &cw->hostGroup->algo;
-  op.buf = buf;
-  op.src = input;
-  op.count = n;
-  op.chunkCount = p->hostChunk;
-  op.dtype = cw->in.dtype;
-  op.op = cw->ops.host;
-  op.divisor = cw->ops.divisor;
-  op.root = p->hostRoot;
-  op.scale = scale;
-  op.ready = gbCommSlotStagedFlag(c, s);
-  op.readyValue = s->use;
-  op.done = gbCommSlotDoneFlag(c, s);
-  op.doneValue = s->use;
-  op.seq = c->seq;
-  gbTraceTagOp(c, &op, GB_TRACE_ROLE_HOST, w->posted++, (uint32_t)p->hostSteps);
-  return gbProxyPost(c->proxy, &op);
-}
-
-/* Over shared slots: the members' chunks arrived; reduce them (all-reduce,
- * and reduce on its root) or copy the root's (broadcast), then let the
- * slot go. */
-static gbResult_t backShared(walk_t* w, const gbSlot_t* s, size_t off, size_t n) {
+/* Chunk i's work for the stage: the part this rank stages, where its
+ * input lies (after the island step, in recv) and where the result goes. */
+static size_t workOf(const walk_t* w, size_t i, gbStageWork_t* out) {
   const gbCommWalk_t* cw = &w->walk;
   const gbPlan_t* p = &cw->plan;
-  gbComm_t c = cw->comm;
-  gbSharedSlots_t* sh = cw->shared;
-  size_t es = cw->esize;
-  char* dst = w->recv + off * es;
-  GB_CHECK(gbSharedSlotsArrived(c, sh, s, cw->stream));
-  if (p->stageIn && cw->in.coll == GB_COLL_BROADCAST) {
-    GB_CHECK(c->dev->copyAsync(dst, gbSharedSlotsAt(sh, p->hostRoot, s), n * es, cw->stream));
-  } else if (p->stageIn) {
-    const char* mine = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * es;
-    gbReduceArgs_t red = {.dst = dst, .nsrc = gbSharedSlotsMembers(sh), .count = n, .dtype = cw->in.dtype,
-                          .op = cw->ops.host, .divisor = cw->ops.divisor,
-                          .ring = gbAlgoFoldsRing(&cw->hostGroup->algo, n * es)};
-    gbResult_t res = gbSuccess;
-    for (int m = 0; m < red.nsrc; m++)
-      red.src[m] = m == gbSharedSlotsMe(sh) ? (const void*)mine
-                                            : gbSharedSlotsFetch(c, sh, m, s, 0, n * es, cw->stream, &res);
-    GB_CHECK(res);
-    GB_CHECK(c->dev->reduceAsync(&red, cw->stream));
-  }
-  return gbSharedSlotsRead(c, sh, s, cw->stream);
+  size_t off, n, es = cw->esize;
+  gbPlanStagedPart(p, i, &off, &n);
+  *out = (gbStageWork_t){.coll = cw->in.coll, .dtype = cw->in.dtype, .esize = es, .len = n,
+                         .src = (p->before != GB_ISLAND_NONE ? w->recv : w->send) + off * es,
+                         .dst = w->recv + off * es, .stageOut = p->stageOut, .stageIn = p->stageIn,
+                         .root = p->hostRoot, .op = cw->ops.host, .divisor = cw->ops.divisor,
+                         /* elsewhere the island step scaled */
+                         .scale = p->host == GB_HOST_WORLD ? cw->ops.scale : NULL, .direct = p->direct,
+                         .hostChunk = p->hostChunk};
+  return p->host == GB_HOST_NONE ? 0 : n;
 }
 
-/* Take the proxy's result back, then the second island step. */
+/* Island step, then the chunk out through the stage. */
+static gbResult_t front(gbCommWalk_t* cw, size_t i) {
+  walk_t* w = (walk_t*)cw;
+  GB_CHECK(islandSteps(w, i, cw->plan.before, cw->plan.beforeRoot, 1));
+  gbStageWork_t work;
+  if (workOf(w, i, &work) == 0) return gbSuccess;
+  return gbCommWalkOut(cw, i, &work, w->posted++);
+}
+
+/* The chunk's result in through the stage, then the second island step. */
 static gbResult_t back(gbCommWalk_t* cw, size_t i) {
   walk_t* w = (walk_t*)cw;
-  const gbPlan_t* p = &cw->plan;
-  gbComm_t c = cw->comm;
-  size_t off, n;
-  gbPlanStagedPart(p, i, &off, &n);
-  gbSlot_t* s = &cw->slotOf[i % (size_t)p->depth];
-  if (cw->shared && n > 0) {
-    GB_CHECK(backShared(w, s, off, n));
-  } else if (p->host != GB_HOST_NONE && n > 0) {
-    GB_CHECK(gbCommSlotAwait(c, s, cw->stream));
-    if (p->stageIn && !p->direct)
-      GB_CHECK(c->dev->copyAsync(w->recv + off * cw->esize, s->buf, n * cw->esize, cw->stream));
-    GB_CHECK(gbCommSlotRelease(c, s, cw->stream));
-  }
-  return islandSteps(w, i, p->after, p->afterRoot, 0);
+  gbStageWork_t work;
+  if (workOf(w, i, &work) > 0) GB_CHECK(gbCommWalkIn(cw, i, &work));
+  return islandSteps(w, i, cw->plan.after, cw->plan.afterRoot, 0);
 }
 
 static gbResult_t enqueue(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* ops, const void* send,

@@ -25,6 +25,12 @@ gbResult_t gbCommEnqueueEmpty(gbComm_t c, const gbCommCall_t* call, void* stream
   return gbCommEnqueueEnd(c, stream, 1, res);
 }
 
+/* Which slots a host group has beyond its private stage. */
+static gbPlanStage_t slotsKind(const gbCommGroup_t* g) {
+  if (g->stages[GB_STAGE_SHARED]) return GB_STAGE_SHARED;
+  return g->stages[GB_STAGE_REMOTE] ? GB_STAGE_REMOTE : GB_STAGE_PRIVATE;
+}
+
 /* The call, the agreed settings, and how this rank can stage its host steps. */
 static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* ops, gbPlanInput_t* in) {
   memset(in, 0, sizeof(*in));
@@ -38,12 +44,12 @@ static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* o
   in->rails = c->nrails;
   in->topo = &c->topo;
   in->thresholds = &c->thresholds;
-  in->slotBytes = c->staging.slotBytes;
+  in->slotBytes = gbStagePoolSlotBytes(c->pool);
   in->stagingSlots = c->settings.stagingSlots;
   in->hostMemory = c->dev->hostMemory;
-  in->sharedSlots[GB_HOST_BRIDGE] = c->bridge.slots != NULL;
-  in->sharedSlots[GB_HOST_WORLD] = c->world.slots != NULL;
-  in->sharedSlots[GB_HOST_RAIL] = c->myRail >= 0 && c->rails[c->myRail].slots != NULL;
+  in->slots[GB_HOST_BRIDGE] = slotsKind(&c->bridge);
+  in->slots[GB_HOST_WORLD] = slotsKind(&c->world);
+  in->slots[GB_HOST_RAIL] = c->myRail >= 0 ? slotsKind(&c->rails[c->myRail]) : GB_STAGE_PRIVATE;
   in->preMulScale = ops && ops->scale;
 }
 
@@ -67,7 +73,7 @@ gbResult_t gbCommWalkRun(gbCommWalk_t* w, gbComm_t c, const gbCommCall_t* call, 
   w->esize = gbDtypeSize(w->in.dtype);
   w->stream = stream;
   w->hostGroup = hostGroupOf(c, p);
-  w->shared = p->sharedSlots ? w->hostGroup->slots : NULL;
+  w->stage = w->hostGroup->stages[p->stage];
   c->seq++;
   gbTraceBegin(c, call->coll, call->count, call->dtype, call->op, call->root);
   gbTraceSetPlan(c, p->policy, (int)p->hostSteps);
@@ -81,4 +87,22 @@ gbResult_t gbCommWalkRun(gbCommWalk_t* w, gbComm_t c, const gbCommCall_t* call, 
            (unsigned long long)c->seq, gbPlanCollName(call->coll), (size_t)call->count, p->nchunks,
            gbPlanPolicyName(p->policy));
   return gbSuccess;
+}
+
+gbResult_t gbCommWalkOut(gbCommWalk_t* cw, size_t k, const gbStageWork_t* w, uint32_t step) {
+  gbComm_t c = cw->comm;
+  gbProxyOp_t tag;
+  memset(&tag, 0, sizeof(tag));
+  tag.seq = c->seq;
+  tag.group = &cw->hostGroup->algo;
+  gbTraceTagOp(c, &tag, GB_TRACE_ROLE_HOST, step, (uint32_t)cw->plan.hostSteps);
+  gbStageSlot_t* s = &cw->slotOf[k % (size_t)cw->plan.depth];
+  memset(s, 0, sizeof(*s));
+  gbResult_t res = gbStageOut(cw->stage, w, cw->stream, &tag, s);
+  if (s->queued) cw->queued = 1;
+  return res;
+}
+
+gbResult_t gbCommWalkIn(gbCommWalk_t* cw, size_t k, const gbStageWork_t* w) {
+  return gbStageIn(cw->stage, w, cw->stream, &cw->slotOf[k % (size_t)cw->plan.depth]);
 }

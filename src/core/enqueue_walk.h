@@ -2,12 +2,11 @@
  * broadcast, reduce; enqueue_blocks.c: all-gather, reduce-scatter,
  * all-to-all). A walker embeds gbCommWalk_t first, sets front and back, and
  * calls gbCommWalkRun; it carries out plan/'s schedule chunk by chunk and
- * decides none of it. */
+ * decides none of it: the stage carries each chunk's host step. */
 #ifndef GB_CORE_ENQUEUE_WALK_H
 #define GB_CORE_ENQUEUE_WALK_H
 
 #include "core/comm.h"
-#include "core/shared_slots.h"
 #include "plan/plan.h"
 
 typedef struct gbCommWalk gbCommWalk_t;
@@ -24,9 +23,9 @@ struct gbCommWalk {
   size_t esize;
   void* stream;
   gbCommGroup_t* hostGroup;  /* the plan's host group (the world without a host step) */
-  gbSharedSlots_t* shared;   /* plan.sharedSlots: the host group's shared slots, else NULL */
+  gbStage_t* stage;          /* the stage the plan's host step goes through (plan.stage of the host group) */
   int queued;                /* something reached the stream or the proxy: front and back set it too */
-  gbSlot_t slotOf[GB_PLAN_MAX_DEPTH]; /* chunk k's slot: slotOf[k % plan.depth] */
+  gbStageSlot_t slotOf[GB_PLAN_MAX_DEPTH]; /* chunk k's slot: slotOf[k % plan.depth] */
 };
 
 /* One collective, call (op -1 without one; root -1 where it has none) with
@@ -36,5 +35,9 @@ struct gbCommWalk {
  * and gbCommEnqueueEnd. */
 gbResult_t gbCommWalkRun(gbCommWalk_t* w, gbComm_t comm, const gbCommCall_t* call, const gbCommOps_t* ops,
                          void* stream);
+/* Chunk k's way out through the walk's stage (work w), tagged as host step
+ * `step` of the call for the flight recorder; and its way back in. */
+gbResult_t gbCommWalkOut(gbCommWalk_t* cw, size_t k, const gbStageWork_t* w, uint32_t step);
+gbResult_t gbCommWalkIn(gbCommWalk_t* cw, size_t k, const gbStageWork_t* w);
 
 #endif

@@ -1,5 +1,5 @@
 /* Communicator start-up: probe, rendezvous and verdict, topology, the host
- * groups this rank needs, the island, staging slots and the proxy thread. */
+ * groups this rank needs, the island, the proxy thread and the stages. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +12,9 @@
 #include "boot/mesh.h"
 #include "boot/root.h"
 #include "core/comm.h"
-#include "core/shared_slots.h"
 #include "core/trace.h"
 #include "core/settings.h"
+#include "os/backoff.h"
 #include "plan/plan.h"
 
 gbResult_t gbCommAlloc(gbComm_t* out) {
@@ -138,20 +138,6 @@ static gbResult_t groupSetup(gbComm_t c, gbCommGroup_t* g, int tag, const char* 
   return gbSuccess;
 }
 
-static gbResult_t stagingSetup(gbComm_t c) {
-  gbStaging_t* s = &c->staging;
-  s->nslots = c->settings.stagingSlots;
-  s->slotBytes = (size_t)c->settings.chunkBytes;
-  GB_CHECK(c->dev->hostAlloc(&s->base, s->slotBytes * (size_t)s->nslots));
-  GB_CHECK(c->dev->hostAlloc((void**)&s->staged, sizeof(gbFlag_t) * 3 * (size_t)s->nslots));
-  gbCommFlagsInit(c, s->staged, 3 * (size_t)s->nslots);
-  s->done = s->staged + s->nslots;
-  s->freed = s->done + s->nslots;
-  s->uses = calloc((size_t)s->nslots, sizeof(uint64_t));
-  if (!s->uses) return gbErrorSet(gbSystemError, "out of memory for staging");
-  return gbSuccess;
-}
-
 /* split-rail's links: rail i joins the ranks with island index i, islands
  * in leader order, over the world group's connections. */
 static gbResult_t railsSetup(gbComm_t c) {
@@ -261,6 +247,9 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
     snprintf(probe.problems + used, sizeof(probe.problems) - used, "%s%s", used ? "; " : "", deviceProblem);
   }
   c->settings = probe.settings;
+  /* A GPU's write wakes nobody: the bridge's hand-overs on a GPU poll. */
+  c->stageCtx = (gbStageCtx_t){.dev = c->dev, .timeoutSec = c->settings.timeoutSec, .abortFlag = &c->abortFlag,
+                               .pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS};
   if (c->settings.splitTest) {
     char mode[64];
     snprintf(mode, sizeof(mode), "split-test %s %s", c->dev->runKind == gbRunReal ? "real" : "simulated",
@@ -319,14 +308,6 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
     GB_CHECK_GOTO(groupSetup(c, &c->bridge, GB_TAG_BRIDGE, "bridge", t->leaderOfIsland, t->nislands, probes), res,
                   done);
   GB_CHECK_GOTO(railsSetup(c), res, done);
-  /* Groups on one host share staging slots; every rank takes its groups in
-   * the same order (world, bridge, rails), so these collective set-ups
-   * never wait on each other. */
-  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->world, probes, NULL), res, done);
-  GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->bridge, probes, &c->world), res, done);
-  if (c->myRail >= 0)
-    GB_CHECK_GOTO(gbSharedSlotsSetup(c, &c->rails[c->myRail], probes, t->isLeader ? &c->bridge : &c->world), res, done);
-  GB_CHECK_GOTO(stagingSetup(c), res, done);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->checked, sizeof(gbFlag_t)), res, done);
   gbCommFlagsInit(c, c->checked, 1);
   GB_CHECK_GOTO(c->dev->hostAlloc((void**)&c->streamDone, sizeof(gbFlag_t)), res, done);
@@ -337,6 +318,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(gbTraceCreate(c), res, done);
   gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbTraceOnStep, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
+  c->stageCtx.proxy = c->proxy;
+  GB_CHECK_GOTO(gbCommStagesSetup(c, probes), res, done);
   GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d rank%s)%s, policy %s", rank, nranks,
           t->island, t->nislands, t->vendor[t->island], t->islandSize[t->island], t->islandSize[t->island] == 1 ? "" : "s",
           t->isLeader ? ", leader" : "", gbPlanPolicyName(c->policy));

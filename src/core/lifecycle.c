@@ -6,7 +6,6 @@
 
 #include "base/result.h"
 #include "core/comm.h"
-#include "core/shared_slots.h"
 #include "core/trace.h"
 
 static void shutdownGroup(gbComm_t c, gbCommGroup_t* g) {
@@ -55,9 +54,7 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
     shutdownGroup(c, &c->world);
-    gbSharedSlotsFail(c, &c->world);
-    gbSharedSlotsFail(c, &c->bridge);
-    if (c->rails && c->myRail >= 0) gbSharedSlotsFail(c, &c->rails[c->myRail]);
+    gbCommStagesFail(c);
   }
   pthread_mutex_unlock(&c->errorLock);
   /* The connections are shut, so peers hear at once; then this rank's dump.
@@ -119,9 +116,7 @@ void gbCommFree(gbComm_t c) {
   logTraffic(&c->island);
   if (c->rails && c->myRail >= 0) logTraffic(&c->rails[c->myRail]);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
-  for (int i = 0; i < c->nrails; i++) gbSharedSlotsFree(c, &c->rails[i]);
-  gbSharedSlotsFree(c, &c->bridge);
-  gbSharedSlotsFree(c, &c->world);
+  gbCommStagesFree(c);
   for (int i = 0; i < c->nrails; i++) freeGroup(c, &c->rails[i]);
   free(c->rails);
   freeGroup(c, &c->island);
@@ -129,8 +124,6 @@ void gbCommFree(gbComm_t c) {
   freeGroup(c, &c->world);
   if (c->listener) c->net->listenerClose(c->listener);
   if (c->dev) {
-    if (c->staging.base) c->dev->hostFree(c->staging.base);
-    if (c->staging.staged) c->dev->hostFree(c->staging.staged);
     if (c->streamDone) c->dev->hostFree(c->streamDone);
     if (c->scratchDev) c->dev->memFree(c->scratchDev);
     if (c->checked) c->dev->hostFree(c->checked);
@@ -140,15 +133,7 @@ void gbCommFree(gbComm_t c) {
       free(c->cells);
       c->cells = next;
     }
-    while (c->bulk) {
-      gbBulk_t* older = c->bulk->older;
-      c->dev->hostFree(c->bulk->base);
-      c->dev->hostFree(c->bulk->flags);
-      free(c->bulk);
-      c->bulk = older;
-    }
   }
-  free(c->staging.uses);
   gbTraceDestroy(c);
   gbTopoFree(&c->topo);
   pthread_mutex_destroy(&c->errorLock);

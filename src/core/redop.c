@@ -99,7 +99,6 @@ gbResult_t gbCommRedOpDestroy(gbComm_t c, gbRedOp_t op) {
   } else {
     gbProxyOp_t step;
     memset(&step, 0, sizeof(step));
-    step.kind = GB_PROXY_CALL;
     step.fn = cellReleased;
     step.arg = r->cell;
     step.seq = c->seq;

@@ -5,6 +5,7 @@
 
 #include "base/param.h"
 #include "base/result.h"
+#include "plan/sizes.h"
 #include "plan/thresholds.h"
 
 static void note(char* buf, size_t len, const char* text) {
@@ -77,13 +78,12 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
   s->transport = (int32_t)gbParamInt(GB_PARAM_TRANSPORT);
   s->timeoutSec = (int32_t)gbParamInt(GB_PARAM_TIMEOUT);
   s->nsocks = (int32_t)gbParamInt(GB_PARAM_NSOCKS_PERPEER);
-  s->stagingSlots = (int32_t)gbParamInt(GB_PARAM_STAGING_SLOTS);
-  s->chunkBytes = gbParamInt(GB_PARAM_CHUNK_BYTES);
-  /* Unset on a GPU: the chunk measured best for the bridge there
-   * (docs/PERFORMANCE.md, "The GPU bridge"); every rank of a job is real or
-   * every rank simulated, so all resolve the same. */
-  if (realGpu && !gbParamIsSet(GB_PARAM_CHUNK_BYTES)) s->chunkBytes = GB_GPU_CHUNK_BYTES;
-  if (realGpu && !gbParamIsSet(GB_PARAM_STAGING_SLOTS)) s->stagingSlots = GB_GPU_STAGING_SLOTS;
+  /* Every rank of a job is real or every rank simulated, so all resolve
+   * the same. */
+  s->stagingSlots = (int32_t)gbPlanStagingSlots((int)gbParamInt(GB_PARAM_STAGING_SLOTS),
+                                                gbParamIsSet(GB_PARAM_STAGING_SLOTS), realGpu);
+  s->chunkBytes = (int64_t)gbPlanChunkBytes((size_t)gbParamInt(GB_PARAM_CHUNK_BYTES),
+                                            gbParamIsSet(GB_PARAM_CHUNK_BYTES), realGpu);
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);

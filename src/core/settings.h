@@ -9,14 +9,9 @@
 #include "gpubridge/gpubridge.h"
 #include "plan/thresholds.h"
 
-/* GPUBRIDGE_CHUNK_BYTES and GPUBRIDGE_STAGING_SLOTS unset on a real GPU:
- * the bridge's chunk and depth measured best there (docs/PERFORMANCE.md). */
-#define GB_GPU_CHUNK_BYTES (16 << 20)
-#define GB_GPU_STAGING_SLOTS 2
-
 /* problems receives "; "-separated texts ("" when all is valid). Policy
  * tuned also reads the thresholds file into *thresholds. realGpu: this
- * rank has a real GPU (the chunk's default). */
+ * rank has a real GPU (the chunk's default, plan/sizes.h). */
 void gbCommSettingsResolve(const gbConfig_t* config, int realGpu, gbSettings_t* out, int* blocking,
                            gbThresholds_t* thresholds, char* problems, size_t problemsLen);
 

@@ -46,7 +46,6 @@ static gbResult_t parentAllGather(gbComm_t c, const void* mine, void* all, size_
   memcpy(g->all + (size_t)c->rank * bytes, mine, bytes);
   gbProxyOp_t op;
   memset(&op, 0, sizeof(op));
-  op.kind = GB_PROXY_CALL;
   op.fn = runGather;
   op.arg = g;
   op.freeArg = dropGather;

@@ -51,6 +51,8 @@ static void planBulk(gbPlanP2p_t* p) {
     p->bulkBytes += (op->msg.bytes + mask) & ~mask;
   }
   p->hostSteps = p->nhost > 0;
+  p->nchunks = p->hostSteps; /* one chunk: every message whole */
+  p->depth = 1;
 }
 
 gbResult_t gbPlanP2pBuild(const gbPlanP2pInput_t* in, gbPlanP2p_t* p) {

@@ -1,7 +1,7 @@
 /* A send/recv group's schedule (plan/p2p.c). Messages to peers in my
  * island go through the island's own fused group, unless the policy is
  * flat; the others through the host. The host part takes the world's
- * send/recv channels (core/shared_p2p.h) when there are any: each peer's
+ * send/recv channels (stage/channels.c) when there are any: each peer's
  * messages form one byte stream per direction, cut into chunks of the
  * channel's chunk bytes and pipelined; my stream to myself is copied
  * directly, receive by receive (gbPlanP2pSelf). Otherwise one bulk buffer stages every message whole and one
@@ -53,7 +53,8 @@ typedef struct {
   int channels;          /* the host part over the channels; else the bulk buffer */
   int me;                /* this rank */
   /* Channels: per peer, the byte stream each way; chunks of chunkBytes;
-   * nchunks, the most of any stream; depth chunks in flight. */
+   * nchunks, the most of any stream; depth chunks in flight. Bulk: one
+   * chunk (none without a host message), depth 1. */
   size_t sendBytes[GB_PLAN_P2P_MAX_PEERS];
   size_t recvBytes[GB_PLAN_P2P_MAX_PEERS];
   size_t chunkBytes;

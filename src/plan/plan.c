@@ -92,9 +92,6 @@ int gbPlanTopologyPolicy(int policy, const gbTopo_t* topo, int railsCap, const g
 
 static void planAllReduce(const gbPlanInput_t* in, gbPlan_t* p) {
   const gbTopo_t* t = in->topo;
-  int avg = in->op == gbAvg;
-  p->hostOp = avg ? gbSum : in->op;
-  p->hostDivisor = avg ? t->nranks : 0;
   if (p->policy == gbPolicyNative) {
     p->before = GB_ISLAND_ALLREDUCE;
   } else if (p->policy == gbPolicyFlat) {
@@ -152,9 +149,6 @@ static void planBroadcast(const gbPlanInput_t* in, gbPlan_t* p) {
 /* Reduce: native in one island; otherwise as flat (docs/REDUCTION_ORDER.md). */
 static void planReduce(const gbPlanInput_t* in, gbPlan_t* p) {
   const gbTopo_t* t = in->topo;
-  int avg = in->op == gbAvg;
-  p->hostOp = avg ? gbSum : in->op;
-  p->hostDivisor = avg ? t->nranks : 0;
   if (p->policy == gbPolicyNative) {
     p->before = GB_ISLAND_REDUCE;
     p->beforeRoot = t->indexInIsland[in->root];
@@ -181,22 +175,24 @@ static void chunkByBytes(const gbPlanInput_t* in, gbPlan_t* p) {
   }
 }
 
-/* A host group that shares staging slots takes them, unless its proxy must
- * scale a PreMulSum contribution first (world steps). */
-static int takesSharedSlots(const gbPlanInput_t* in, const gbPlan_t* p) {
-  if (p->host == GB_HOST_NONE || !in->sharedSlots[p->host]) return 0;
-  return !(p->host == GB_HOST_WORLD && in->preMulScale);
+/* A host group with slots takes them, unless its proxy must scale a
+ * PreMulSum contribution first (world steps): that needs the private stage. */
+static gbPlanStage_t stageOf(const gbPlanInput_t* in, const gbPlan_t* p) {
+  if (p->host == GB_HOST_NONE) return GB_STAGE_PRIVATE;
+  if (p->host == GB_HOST_WORLD && in->preMulScale) return GB_STAGE_PRIVATE;
+  return in->slots[p->host];
 }
 
 /* How the host step is staged: pipeline depth, shared slots, direct, one
  * proxy step for all chunks; then the host steps this rank posts. */
 static void planStaging(const gbPlanInput_t* in, gbPlan_t* p) {
   p->depth = in->stagingSlots < GB_PLAN_MAX_DEPTH ? in->stagingSlots : GB_PLAN_MAX_DEPTH;
-  p->sharedSlots = takesSharedSlots(in, p);
+  p->stage = stageOf(in, p);
   /* Host memory needs no staging for all-reduce: recv is where the result
    * goes and what every later step reads (the slot still orders the steps).
    * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
-  p->direct = in->hostMemory && in->coll == GB_COLL_ALLREDUCE && p->host != GB_HOST_NONE && !p->sharedSlots;
+  p->direct = in->hostMemory && in->coll == GB_COLL_ALLREDUCE && p->host != GB_HOST_NONE &&
+              p->stage == GB_STAGE_PRIVATE;
   /* With no island step between them, the chunks of a direct all-reduce go
    * to the proxy as one step that runs them back to back: the same host
    * all-reduces in the same order, without a hand-over between threads per

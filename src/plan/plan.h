@@ -5,13 +5,14 @@
  * step (on the proxy thread), stage it back in, and run a second island step.
  * The plan also says how the host step is staged (pipeline depth, shared
  * slots, in place on host memory, one step for all chunks), so the walkers
- * in core/ only carry it out. */
+ * in core/ only carry it out; plan/sizes.h holds every size rule. */
 #ifndef GB_PLAN_PLAN_H
 #define GB_PLAN_PLAN_H
 
 #include <stddef.h>
 #include "boot/topology.h"
 #include "gpubridge/gpubridge.h"
+#include "plan/sizes.h"
 #include "plan/thresholds.h"
 
 typedef enum {
@@ -41,6 +42,11 @@ typedef enum {
 
 typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL, GB_NUM_HOST_GROUPS } gbPlanHostGroup_t;
 
+/* The stage a host step goes through (stage/stage.h): the communicator's
+ * private slots and the host collective, or the host group's slots, shared
+ * on one host or remote across hosts. */
+typedef enum { GB_STAGE_PRIVATE, GB_STAGE_SHARED, GB_STAGE_REMOTE, GB_NUM_STAGES } gbPlanStage_t;
+
 /* The most chunks in flight: the walkers keep a staging slot for each. */
 #define GB_PLAN_MAX_DEPTH 64
 
@@ -59,7 +65,8 @@ typedef struct {
   size_t slotBytes;      /* a staging slot's size: a block collective's chunk fills one */
   int stagingSlots;      /* GPUBRIDGE_STAGING_SLOTS: chunks in flight */
   int hostMemory;        /* device memory is host memory (the host device) */
-  int sharedSlots[GB_NUM_HOST_GROUPS]; /* that host group (GB_HOST_RAIL: my rail's) shares staging slots on one host */
+  gbPlanStage_t slots[GB_NUM_HOST_GROUPS]; /* that host group's (GB_HOST_RAIL: my rail's) slots: shared, remote,
+                                              or none (GB_STAGE_PRIVATE) */
   int preMulScale;       /* a PreMulSum op: a world step's proxy scales every contribution */
 } gbPlanInput_t;
 
@@ -74,9 +81,7 @@ typedef struct {
   int beforeRoot;        /* island-local root of before (GB_ISLAND_BCAST) */
   int stageOut;          /* copy the chunk to a staging slot, mark it staged */
   gbPlanHostGroup_t host;  /* host step on the proxy, among that group */
-  int hostRoot;          /* broadcast: root's index in the host group */
-  gbRedOp_t hostOp;      /* all-reduce: op of the host step (avg -> sum) */
-  int hostDivisor;       /* avg: divide once by this (world size), else 0 */
+  int hostRoot;          /* broadcast, reduce: root's index in the host group */
   int stageIn;           /* copy the host step's result back */
   gbIslandStep_t after;  /* island step after staging in */
   int afterRoot;
@@ -86,8 +91,8 @@ typedef struct {
   int rails;
   int myRail;
   /* How the host step is staged: */
-  int sharedSlots;       /* in the host group's shared slots (core/shared_slots.h) */
-  int direct;            /* all-reduce on host memory: the proxy works in recv, no slot copies */
+  gbPlanStage_t stage;   /* the stage the host step goes through */
+  int direct;            /* all-reduce on host memory, private stage: the proxy works in recv, no slot copies */
   size_t hostChunk;      /* > 0: the proxy runs the call's chunks as one step, this many elements each */
   size_t hostSteps;      /* host steps this rank posts: chunks with a staged part */
 } gbPlan_t;

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/dtype.h"
 #include "base/result.h"
 
 struct gbProxy {
@@ -22,45 +21,7 @@ struct gbProxy {
   gbResult_t failed;
 };
 
-/* PreMulSum on a host step: scale this member's contributions first. */
-static void scaleInput(const gbProxyOp_t* op) {
-  if (!op->scale) return;
-  gbAlgoGroup_t* g = op->group;
-  if (op->kind == GB_PROXY_REDUCESCATTER) gbScaleBy(op->buf, op->count * (size_t)g->n, op->dtype, op->scale);
-  else gbScaleBy(op->buf, op->count, op->dtype, op->scale);
-}
-
-static gbResult_t runStep(const gbProxyOp_t* op) {
-  gbAlgoGroup_t* g = op->group;
-  size_t es = gbDtypeSize(op->dtype);
-  char* buf = op->buf;
-  scaleInput(op);
-  switch (op->kind) {
-    case GB_PROXY_ALLREDUCE:
-      return gbAlgoAllReduceChunks(g, op->src ? op->src : buf, buf, op->count, op->chunkCount, op->dtype, op->op,
-                                   op->divisor);
-    case GB_PROXY_BCAST:
-      return gbAlgoBroadcast(g, buf, op->count * es, op->root);
-    case GB_PROXY_REDUCE:
-      return gbAlgoReduce(g, buf, buf, op->count, op->dtype, op->op, op->divisor, op->root);
-    case GB_PROXY_ALLGATHER:
-      return gbAlgoAllGather(g, buf + (size_t)g->me * op->count * es, buf, op->count * es);
-    case GB_PROXY_REDUCESCATTER:
-      return gbAlgoReduceScatter(g, buf, buf + (size_t)g->me * op->count * es, op->count, op->dtype, op->op,
-                                 op->divisor);
-    case GB_PROXY_ALLTOALL:
-      return gbAlgoAllToAll(g, buf, op->out, op->count * es);
-    case GB_PROXY_SENDRECV:
-      return gbAlgoSendRecv(g, op->p2p, op->np2p);
-    case GB_PROXY_CALL:
-      return op->fn(op->arg);
-  }
-  return gbErrorSet(gbInternalError, "proxy: unknown step kind %d", (int)op->kind);
-}
-
 static void freeOp(gbProxyOp_t* op) {
-  free(op->p2p);
-  op->p2p = NULL;
   if (op->freeArg) op->freeArg(op->arg);
   op->arg = NULL;
 }
@@ -81,10 +42,10 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
                         (unsigned long long)op->seq, p->cfg.timeoutSec + 2);
     return res;
   }
-  if (!op->trace || !p->cfg.onStep) return runStep(op);
+  if (!op->trace || !p->cfg.onStep) return op->fn(op->arg);
   p->cfg.onStep(p->cfg.ctx, op, GB_PROXY_STEP_READY, gbSuccess, 0);
   uint64_t before = op->group ? op->group->bytesSent : 0;
-  res = runStep(op);
+  res = op->fn(op->arg);
   p->cfg.onStep(p->cfg.ctx, op, GB_PROXY_STEP_END, res, op->group ? op->group->bytesSent - before : 0);
   return res;
 }

@@ -88,7 +88,8 @@ static void checkBulk(void) {
   for (int i = 0; i < 5; i++)
     CHECK(p.ops[i].bulkAt == at[i], "bulk message %d at %zu, got %zu", i, at[i], p.ops[i].bulkAt);
   CHECK(p.bulkBytes == 384, "bulk buffer 128 + 64 + 64 + 0 + 128 = 384 bytes, got %zu", p.bulkBytes);
-  CHECK(p.hostSteps == 1 && p.nchunks == 0, "bulk: one host step (%zu), no chunks (%zu)", p.hostSteps, p.nchunks);
+  CHECK(p.hostSteps == 1 && p.nchunks == 1 && p.depth == 1, "bulk: one host step (%zu), one chunk (%zu)",
+        p.hostSteps, p.nchunks);
   size_t off, len;
   gbPlanP2pChunk(&p, 1, 1, 0, &off, &len);
   CHECK(len == 0, "bulk: no channel chunks");

@@ -85,7 +85,7 @@ static void checkHostMemoryFold(void) {
         p.chunkCount);
   CHECK(p.hostChunk == per, "folded: the proxy's step %zu elements, got %zu", per, p.hostChunk);
   CHECK(p.hostSteps == 1, "folded: one host step, got %zu", p.hostSteps);
-  CHECK(p.sharedSlots == 0, "no shared slots");
+  CHECK(p.stage == GB_STAGE_PRIVATE, "no shared slots");
 
   /* One chunk only: nothing to fold. */
   in.count = per;
@@ -127,37 +127,45 @@ static void checkSharedSlots(void) {
   size_t per = 4 * KIB / 4, count = 10 * per + 3;
   gbPlanInput_t in = input(&l, GB_COLL_ALLREDUCE, gbPolicyFlat, count);
   in.hostMemory = 1;
-  in.sharedSlots[GB_HOST_WORLD] = 1;
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
   gbPlan_t p = build(&in);
-  CHECK(p.sharedSlots == 1, "flat, world has shared slots: taken");
+  CHECK(p.stage == GB_STAGE_SHARED, "flat, world has shared slots: taken");
   CHECK(p.direct == 0 && p.hostChunk == 0, "shared slots: not direct (%d), not folded (%zu)", p.direct,
         p.hostChunk);
   CHECK(p.nchunks == ceilDiv(count, per) && p.chunkCount == per && p.hostSteps == p.nchunks,
         "shared slots: %zu chunks of %zu, got %zu of %zu", ceilDiv(count, per), per, p.nchunks, p.chunkCount);
 
   /* Only the host step's own group counts. */
-  in.sharedSlots[GB_HOST_WORLD] = 0;
-  in.sharedSlots[GB_HOST_BRIDGE] = in.sharedSlots[GB_HOST_RAIL] = 1;
+  in.slots[GB_HOST_WORLD] = GB_STAGE_PRIVATE;
+  in.slots[GB_HOST_BRIDGE] = in.slots[GB_HOST_RAIL] = GB_STAGE_SHARED;
   p = build(&in);
-  CHECK(p.sharedSlots == 0 && p.direct == 1, "flat: the bridge's and rail's slots do not count");
+  CHECK(p.stage == GB_STAGE_PRIVATE && p.direct == 1, "flat: the bridge's and rail's slots do not count");
 
   layout_t h;
   makeLayout(&h, (const int[]){2, 2}, 2, 2); /* leader of island 1 */
   in = input(&h, GB_COLL_ALLREDUCE, gbPolicyHierarchical, count);
-  in.sharedSlots[GB_HOST_BRIDGE] = 1;
+  in.slots[GB_HOST_BRIDGE] = GB_STAGE_SHARED;
   p = build(&in);
-  CHECK(p.host == GB_HOST_BRIDGE && p.sharedSlots == 1, "hierarchical leader: the bridge's shared slots");
+  CHECK(p.host == GB_HOST_BRIDGE && p.stage == GB_STAGE_SHARED, "hierarchical leader: the bridge's shared slots");
   makeLayout(&h, (const int[]){2, 2}, 2, 3); /* not a leader: no host step */
   in.topo = &h.topo;
   p = build(&in);
-  CHECK(p.host == GB_HOST_NONE && p.sharedSlots == 0 && p.hostSteps == 0, "no host step: no shared slots");
+  CHECK(p.host == GB_HOST_NONE && p.stage == GB_STAGE_PRIVATE && p.hostSteps == 0, "no host step: no shared slots");
 
   makeLayout(&h, (const int[]){2, 2}, 2, 1); /* rail 1 */
   in = input(&h, GB_COLL_ALLREDUCE, gbPolicySplitRail, count);
-  in.sharedSlots[GB_HOST_RAIL] = 1;
+  in.slots[GB_HOST_RAIL] = GB_STAGE_SHARED;
   p = build(&in);
-  CHECK(p.host == GB_HOST_RAIL && p.myRail == 1 && p.sharedSlots == 1, "split-rail: my rail's shared slots");
-  checked += 7;
+  CHECK(p.host == GB_HOST_RAIL && p.myRail == 1 && p.stage == GB_STAGE_SHARED, "split-rail: my rail's shared slots");
+  in.slots[GB_HOST_RAIL] = GB_STAGE_REMOTE;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_REMOTE && p.direct == 0, "split-rail across hosts: my rail's remote slots, not direct");
+  CHECK(!gbPlanOnSideStreams(GB_PLAN_SIDE_STREAM_BYTES - 1) && gbPlanOnSideStreams(GB_PLAN_SIDE_STREAM_BYTES),
+        "parts from %zu bytes go on the side streams", GB_PLAN_SIDE_STREAM_BYTES);
+  CHECK(gbPlanSharedSlots(2) == 4 && gbPlanChunkBytes(1 << 20, 0, 1) == GB_PLAN_GPU_CHUNK_BYTES &&
+            gbPlanChunkBytes(1 << 20, 1, 1) == (1 << 20) && gbPlanChunkBytes(1 << 20, 0, 0) == (1 << 20),
+        "size rules: slots, chunk defaults");
+  checked += 10;
 }
 
 /* PreMulSum: a world step's proxy scales each contribution, so it cannot use shared slots. */
@@ -166,32 +174,33 @@ static void checkPreMulSum(void) {
   makeLayout(&l, (const int[]){1, 1}, 2, 1);
   size_t per = 4 * KIB / 4, count = 3 * per;
   gbPlanInput_t in = input(&l, GB_COLL_ALLREDUCE, gbPolicyFlat, count);
-  in.sharedSlots[GB_HOST_WORLD] = 1;
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
   in.preMulScale = 1;
   gbPlan_t p = build(&in);
-  CHECK(p.host == GB_HOST_WORLD && p.sharedSlots == 0, "PreMulSum, flat: no shared slots (got %d)", p.sharedSlots);
+  CHECK(p.host == GB_HOST_WORLD && p.stage == GB_STAGE_PRIVATE, "PreMulSum, flat: no shared slots (got %d)",
+        (int)p.stage);
   in.hostMemory = 1;
   p = build(&in);
-  CHECK(p.sharedSlots == 0 && p.direct == 1 && p.nchunks == 1 && p.hostChunk == per,
+  CHECK(p.stage == GB_STAGE_PRIVATE && p.direct == 1 && p.nchunks == 1 && p.hostChunk == per,
         "PreMulSum, flat, host memory: direct and folded");
 
   /* On the bridge the island step scaled: the slots are taken. */
   layout_t h;
   makeLayout(&h, (const int[]){2, 2}, 2, 0);
   in = input(&h, GB_COLL_ALLREDUCE, gbPolicyHierarchical, count);
-  in.sharedSlots[GB_HOST_BRIDGE] = 1;
+  in.slots[GB_HOST_BRIDGE] = GB_STAGE_SHARED;
   in.preMulScale = 1;
   p = build(&in);
-  CHECK(p.host == GB_HOST_BRIDGE && p.sharedSlots == 1, "PreMulSum, hierarchical: the bridge's slots taken");
+  CHECK(p.host == GB_HOST_BRIDGE && p.stage == GB_STAGE_SHARED, "PreMulSum, hierarchical: the bridge's slots taken");
 
   /* Block collectives cross in a world step too. */
   in = input(&h, GB_COLL_REDUCESCATTER, gbPolicyAuto, count);
-  in.sharedSlots[GB_HOST_WORLD] = 1;
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
   p = build(&in);
-  CHECK(p.host == GB_HOST_WORLD && p.sharedSlots == 1, "reduce-scatter: the world's slots taken");
+  CHECK(p.host == GB_HOST_WORLD && p.stage == GB_STAGE_SHARED, "reduce-scatter: the world's slots taken");
   in.preMulScale = 1;
   p = build(&in);
-  CHECK(p.sharedSlots == 0, "reduce-scatter with PreMulSum: no shared slots");
+  CHECK(p.stage == GB_STAGE_PRIVATE, "reduce-scatter with PreMulSum: no shared slots");
   checked += 5;
 }
 

@@ -1,42 +1,13 @@
-/* The staging slots chunks cross the bridge in (see gbStaging_t), and the
+/* A collective's stream work as the communicator sees it: the flags it
+ * gives stream waits, the pipeline over the stages' slots, and the
  * end-of-collective marker teardown counts. */
 #include <string.h>
 
 #include "base/result.h"
 #include "core/comm.h"
 #include "core/trace.h"
-#include "os/backoff.h"
 
-void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) {
-  memset(flags, 0, n * sizeof(*flags));
-  for (size_t i = 0; i < n; i++) {
-    flags[i].timeoutSec = c->settings.timeoutSec;
-    flags[i].pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS; /* a GPU's write wakes nobody */
-  }
-}
-
-gbResult_t gbCommSlotAcquire(gbComm_t c, void* stream, gbSlot_t* out) {
-  gbStaging_t* s = &c->staging;
-  out->slot = s->next++ % (size_t)s->nslots;
-  out->use = ++s->uses[out->slot];
-  out->buf = (char*)s->base + out->slot * s->slotBytes;
-  return c->dev->flagWait(&s->freed[out->slot], out->use - 1, stream);
-}
-
-gbFlag_t* gbCommSlotStagedFlag(gbComm_t c, const gbSlot_t* s) { return &c->staging.staged[s->slot]; }
-gbFlag_t* gbCommSlotDoneFlag(gbComm_t c, const gbSlot_t* s) { return &c->staging.done[s->slot]; }
-
-gbResult_t gbCommSlotStaged(gbComm_t c, const gbSlot_t* s, void* stream) {
-  return c->dev->flagWrite(&c->staging.staged[s->slot], s->use, stream);
-}
-
-gbResult_t gbCommSlotAwait(gbComm_t c, const gbSlot_t* s, void* stream) {
-  return c->dev->flagWait(&c->staging.done[s->slot], s->use, stream);
-}
-
-gbResult_t gbCommSlotRelease(gbComm_t c, const gbSlot_t* s, void* stream) {
-  return c->dev->flagWrite(&c->staging.freed[s->slot], s->use, stream);
-}
+void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) { gbStageFlagsInit(&c->stageCtx, flags, n); }
 
 /* The last stream task of each collective counts it done (also when the
  * stream drops it after an error), so teardown knows when no stream work

@@ -1,0 +1,90 @@
+/* The communicator's stages (stage/stage.h): per host group its private
+ * stage and, where its members allow, shared or remote slots; the send/recv
+ * stages; their failure and teardown. Every rank sets its groups up in the
+ * same order (world, bridge, my rail), so the collective set-ups never wait
+ * on each other. */
+#include <stdlib.h>
+
+#include "base/result.h"
+#include "core/comm.h"
+#include "plan/sizes.h"
+
+static gbStage_t* slotsOf(const gbCommGroup_t* g) {
+  return g->stages[GB_STAGE_SHARED] ? g->stages[GB_STAGE_SHARED] : g->stages[GB_STAGE_REMOTE];
+}
+
+/* g's slots: the ones of `same` when it has g's members in g's order (two
+ * islands: world, bridge and rail 0 share one segment), else set up over g. */
+static gbResult_t slotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {
+  gbStage_t* slots = NULL;
+  if (same) GB_CHECK(gbStageSlotsShare(slotsOf(same), &g->algo, &slots));
+  if (!slots) {
+    int n = g->algo.n;
+    int* pids = calloc((size_t)n, sizeof(int));
+    uint64_t* hosts = calloc((size_t)n, sizeof(uint64_t));
+    if (!pids || !hosts) {
+      free(pids);
+      free(hosts);
+      return gbErrorSet(gbSystemError, "%s: out of memory for its staging", g->name);
+    }
+    for (int k = 0; k < n; k++) {
+      pids[k] = probes[g->ranks[k]].pid;
+      hosts[k] = probes[g->ranks[k]].hostId;
+    }
+    gbStageSlotsSpec_t spec = {.group = &g->algo, .pids = pids, .hostIds = hosts,
+                               .nslots = gbPlanSharedSlots(c->settings.stagingSlots),
+                               .slotBytes = (size_t)c->settings.chunkBytes, .channels = g == &c->world,
+                               .channelBudget = GB_PLAN_CHANNEL_BUDGET_BYTES, .enabled = c->settings.bridgeSlots != 0};
+    gbResult_t res = gbStageSlotsSetup(&c->stageCtx, &spec, &slots);
+    free(pids);
+    free(hosts);
+    GB_CHECK(res);
+  }
+  if (slots) g->stages[slots->ops->kind] = slots;
+  return gbSuccess;
+}
+
+static gbResult_t groupStages(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {
+  if (!g->active) return gbSuccess;
+  GB_CHECK(gbStagePrivateCreate(&c->stageCtx, c->pool, &g->algo, &g->stages[GB_STAGE_PRIVATE]));
+  return slotsSetup(c, g, probes, same);
+}
+
+gbResult_t gbCommStagesSetup(gbComm_t c, const gbProbe_t* probes) {
+  GB_CHECK(gbStagePoolCreate(&c->stageCtx, c->settings.stagingSlots, (size_t)c->settings.chunkBytes, &c->pool));
+  GB_CHECK(groupStages(c, &c->world, probes, NULL));
+  GB_CHECK(groupStages(c, &c->bridge, probes, &c->world));
+  if (c->myRail >= 0)
+    GB_CHECK(groupStages(c, &c->rails[c->myRail], probes, c->topo.isLeader ? &c->bridge : &c->world));
+  GB_CHECK(gbStageBulkCreate(&c->stageCtx, &c->world.algo, &c->p2p[0]));
+  return gbStageChannels(c->world.stages[GB_STAGE_SHARED], &c->p2p[1]);
+}
+
+static void failGroup(gbCommGroup_t* g, const gbNetCause_t* cause) {
+  for (int k = 0; k < GB_NUM_STAGES; k++) gbStageFail(g->stages[k], cause);
+}
+
+void gbCommStagesFail(gbComm_t c) {
+  failGroup(&c->world, &c->cause);
+  failGroup(&c->bridge, &c->cause);
+  if (c->rails && c->myRail >= 0) failGroup(&c->rails[c->myRail], &c->cause);
+}
+
+static void freeGroup(gbCommGroup_t* g) {
+  for (int k = 0; k < GB_NUM_STAGES; k++) {
+    gbStageDestroy(g->stages[k]);
+    g->stages[k] = NULL;
+  }
+}
+
+void gbCommStagesFree(gbComm_t c) {
+  for (int i = 0; i < 2; i++) {
+    gbStageDestroy(c->p2p[i]);
+    c->p2p[i] = NULL;
+  }
+  for (int i = 0; i < c->nrails; i++) freeGroup(&c->rails[i]);
+  freeGroup(&c->bridge);
+  freeGroup(&c->world);
+  gbStagePoolDestroy(c->pool);
+  c->pool = NULL;
+}

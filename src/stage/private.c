@@ -1,0 +1,196 @@
+/* The private stage: this communicator's own host slots (the pool), a host
+ * collective over the group's transport on the proxy, and copies in and
+ * out on the caller's stream. Per slot three monotone flags: staged (stream
+ * -> proxy), done (proxy -> stream), freed (the stream copied the result
+ * out; the slot may be reused). Its wire format: a slot holds the chunk
+ * (all-reduce, broadcast, reduce) or every member's block of it, laid out
+ * [member][len] (all-gather, reduce-scatter; all-to-all: what goes out,
+ * then what comes in). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/result.h"
+#include "stage/stage.h"
+
+struct gbStagePool {
+  gbStageCtx_t ctx;
+  void* base;
+  size_t slotBytes;
+  int nslots;
+  gbFlag_t* flags;   /* [3][nslots]: staged, done, freed */
+  uint64_t* uses;    /* per slot: chunks that used it (caller thread) */
+  size_t next;       /* the next slot to take */
+};
+
+enum { STAGED, DONE, FREED };
+
+static gbFlag_t* flagOf(const gbStagePool_t* p, int which, size_t slot) {
+  return &p->flags[(size_t)which * (size_t)p->nslots + slot];
+}
+
+gbResult_t gbStagePoolCreate(const gbStageCtx_t* ctx, int nslots, size_t slotBytes, gbStagePool_t** out) {
+  gbStagePool_t* p = calloc(1, sizeof(*p));
+  if (!p) return gbErrorSet(gbSystemError, "out of memory for staging");
+  p->ctx = *ctx;
+  p->nslots = nslots;
+  p->slotBytes = slotBytes;
+  *out = p;
+  p->uses = calloc((size_t)nslots, sizeof(uint64_t));
+  if (!p->uses) return gbErrorSet(gbSystemError, "out of memory for staging");
+  GB_CHECK(ctx->dev->hostAlloc(&p->base, slotBytes * (size_t)nslots));
+  GB_CHECK(ctx->dev->hostAlloc((void**)&p->flags, sizeof(gbFlag_t) * 3 * (size_t)nslots));
+  gbStageFlagsInit(ctx, p->flags, 3 * (size_t)nslots);
+  return gbSuccess;
+}
+
+void gbStagePoolDestroy(gbStagePool_t* p) {
+  if (!p) return;
+  if (p->base) p->ctx.dev->hostFree(p->base);
+  if (p->flags) p->ctx.dev->hostFree(p->flags);
+  free(p->uses);
+  free(p);
+}
+
+size_t gbStagePoolSlotBytes(const gbStagePool_t* p) { return p->slotBytes; }
+
+typedef struct {
+  gbStage_t base;
+  gbStagePool_t* pool;
+} private_t;
+
+/* ------------------------------------------------------ the host step */
+
+/* What the proxy runs on a slot: the chunk's host collective. */
+typedef struct {
+  gbAlgoGroup_t* group;
+  gbColl_t coll;
+  char* buf;            /* the slot (direct: the caller's dst), in place */
+  const void* src;      /* all-reduce: its input when not buf (NULL: buf) */
+  char* out;            /* all-to-all: what comes in */
+  size_t count;         /* elements: the chunk, or each block */
+  size_t chunkCount;    /* all-reduce: back-to-back host all-reduces of this many (0: one) */
+  gbDataType_t dtype;
+  gbRedOp_t op;
+  int divisor, root;
+  const void* scale;
+} hostStep_t;
+
+static gbResult_t runHostStep(void* arg) {
+  const hostStep_t* h = arg;
+  gbAlgoGroup_t* g = h->group;
+  size_t es = gbDtypeSize(h->dtype);
+  char* buf = h->buf;
+  /* PreMulSum: scale this member's contributions first. */
+  if (h->scale) gbScaleBy(buf, h->count * (h->coll == GB_COLL_REDUCESCATTER ? (size_t)g->n : 1), h->dtype, h->scale);
+  switch (h->coll) {
+    case GB_COLL_ALLREDUCE:
+      return gbAlgoAllReduceChunks(g, h->src ? h->src : buf, buf, h->count, h->chunkCount, h->dtype, h->op,
+                                   h->divisor);
+    case GB_COLL_BROADCAST:
+      return gbAlgoBroadcast(g, buf, h->count * es, h->root);
+    case GB_COLL_REDUCE:
+      return gbAlgoReduce(g, buf, buf, h->count, h->dtype, h->op, h->divisor, h->root);
+    case GB_COLL_ALLGATHER:
+      return gbAlgoAllGather(g, buf + (size_t)g->me * h->count * es, buf, h->count * es);
+    case GB_COLL_REDUCESCATTER:
+      return gbAlgoReduceScatter(g, buf, buf + (size_t)g->me * h->count * es, h->count, h->dtype, h->op,
+                                 h->divisor);
+    case GB_COLL_ALLTOALL:
+      return gbAlgoAllToAll(g, buf, h->out, h->count * es);
+    default:
+      return gbErrorSet(gbInternalError, "private stage: %s has no host step", gbPlanCollName(h->coll));
+  }
+}
+
+/* ------------------------------------------------------------ a chunk */
+
+static int isBlocks(gbColl_t coll) {
+  return coll == GB_COLL_ALLGATHER || coll == GB_COLL_REDUCESCATTER || coll == GB_COLL_ALLTOALL;
+}
+
+/* Where the chunk's host step works: the slot, or (direct) the caller's dst. */
+static char* workBuf(const gbStageWork_t* w, const gbStageSlot_t* s) { return w->direct ? w->dst : s->buf; }
+
+/* My part into the slot: the chunk, or my block(s) at [member][len]. The
+ * proxy reads a direct all-reduce's input where it is, unless it must scale
+ * it first (never in the caller's send buffer): *input says so. */
+static gbResult_t copyOut(const gbStageCtx_t* ctx, const gbStageWork_t* w, char* buf, int me, int n, void* stream,
+                          const void** input) {
+  size_t bytes = w->len * w->esize;
+  *input = NULL;
+  if (!w->stageOut) return gbSuccess;
+  if (w->coll == GB_COLL_ALLGATHER) return ctx->dev->copyAsync(buf + (size_t)me * bytes, w->src, bytes, stream);
+  if (isBlocks(w->coll)) {
+    for (int r = 0; r < n; r++)
+      GB_CHECK(ctx->dev->copyAsync(buf + (size_t)r * bytes, gbStageMyBlock(w, r), bytes, stream));
+    return gbSuccess;
+  }
+  if (w->src == buf) return gbSuccess;
+  if (w->direct && !w->scale) {
+    *input = w->src;
+    return gbSuccess;
+  }
+  return ctx->dev->copyAsync(buf, w->src, bytes, stream);
+}
+
+static gbResult_t privateOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
+                             gbStageSlot_t* s) {
+  gbStagePool_t* p = ((private_t*)st)->pool;
+  gbAlgoGroup_t* g = st->group;
+  s->slot = p->next++ % (size_t)p->nslots;
+  s->use = ++p->uses[s->slot];
+  s->buf = (char*)p->base + s->slot * p->slotBytes;
+  s->on = stream;
+  GB_CHECK(st->ctx.dev->flagWait(flagOf(p, FREED, s->slot), s->use - 1, stream));
+  s->queued = 1;
+  char* buf = workBuf(w, s);
+  const void* input = NULL;
+  GB_CHECK(copyOut(&st->ctx, w, buf, g->me, g->n, stream, &input));
+  GB_CHECK(st->ctx.dev->flagWrite(flagOf(p, STAGED, s->slot), s->use, stream));
+  hostStep_t* h = malloc(sizeof(*h));
+  if (!h) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", g->name);
+  *h = (hostStep_t){.group = g, .coll = w->coll, .buf = buf, .src = input, .count = w->len,
+                    .chunkCount = w->hostChunk, .dtype = w->dtype, .op = w->op, .divisor = w->divisor,
+                    .root = w->root, .scale = w->scale};
+  if (w->coll == GB_COLL_ALLTOALL) h->out = buf + (size_t)g->n * w->len * w->esize;
+  gbResult_t res = gbStagePost(&st->ctx, tag, runHostStep, h, free, flagOf(p, STAGED, s->slot), s->use,
+                               flagOf(p, DONE, s->slot), s->use);
+  if (res != gbSuccess) free(h);
+  return res;
+}
+
+/* The result out of the slot: the chunk, my reduced block, or every
+ * member's block (all-to-all: from the part that came in). */
+static gbResult_t copyIn(const gbStageCtx_t* ctx, const gbStageWork_t* w, const char* buf, int me, int n,
+                         void* stream) {
+  size_t bytes = w->len * w->esize;
+  if (!w->stageIn || w->direct) return gbSuccess;
+  if (w->coll == GB_COLL_REDUCESCATTER) return ctx->dev->copyAsync(w->dst, buf + (size_t)me * bytes, bytes, stream);
+  if (!isBlocks(w->coll)) return ctx->dev->copyAsync(w->dst, buf, bytes, stream);
+  const char* from = w->coll == GB_COLL_ALLTOALL ? buf + (size_t)n * bytes : buf;
+  for (int r = 0; r < n; r++)
+    GB_CHECK(ctx->dev->copyAsync(w->dst + (size_t)r * w->dstStride, from + (size_t)r * bytes, bytes, stream));
+  return gbSuccess;
+}
+
+static gbResult_t privateIn(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbStageSlot_t* s) {
+  gbStagePool_t* p = ((private_t*)st)->pool;
+  GB_CHECK(st->ctx.dev->flagWait(flagOf(p, DONE, s->slot), s->use, stream));
+  GB_CHECK(copyIn(&st->ctx, w, s->buf, st->group->me, st->group->n, stream));
+  return st->ctx.dev->flagWrite(flagOf(p, FREED, s->slot), s->use, stream);
+}
+
+static void privateDestroy(gbStage_t* st) { free(st); }
+
+static const gbStageOps_t privateOps = {
+    .name = "private", .kind = GB_STAGE_PRIVATE, .out = privateOut, .in = privateIn, .destroy = privateDestroy};
+
+gbResult_t gbStagePrivateCreate(const gbStageCtx_t* ctx, gbStagePool_t* pool, gbAlgoGroup_t* g, gbStage_t** out) {
+  private_t* st = calloc(1, sizeof(*st));
+  if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for its staging", g->name);
+  st->base = (gbStage_t){.ops = &privateOps, .ctx = *ctx, .group = g};
+  st->pool = pool;
+  *out = &st->base;
+  return gbSuccess;
+}

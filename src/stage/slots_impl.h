@@ -1,0 +1,161 @@
+/* Shared and remote slots, inside (stage/slots*.c and stage/channels.c
+ * only): the segment's layout, the flags between a stream and the proxy,
+ * and the proxy's counter step.
+ *
+ * On one host (shared): the members map one nameless segment (os/memfd.h)
+ * and register it with their device, so a member reads the others' parts
+ * where they lie. The proxy moves only counters: per member and slot, `full`
+ * (this use of my slot holds my chunk) and `read` (I have reduced this use
+ * of every member's slot), in the segment; a member waits for the others'
+ * counters with a deadline, and hears a peer that failed (its failure
+ * cause, also in the segment) or died (its process is gone or a zombie).
+ *
+ * Across hosts (remote; groups of at most GB_STAGE_REMOTE_MAX members):
+ * every member holds the same layout in its own registered host memory, and
+ * the proxy sends its part straight from there to the members that need it
+ * and receives theirs straight into their parts, over the group's host
+ * transport: the pinned slots are the sockets' source and destination, and
+ * the reduction still runs on the device in the documented order.
+ *
+ * A chunk's way, on the caller's stream and the proxy (the group numbers its
+ * slot uses itself: every member sends the same chunks over the group, so
+ * the counts agree):
+ *  take:    the next slot; the copy stream waits for the caller's stream to
+ *           reach this point and until every member read the slot's last
+ *           use; the chunk is copied out on it (the caller's own stream for
+ *           a small part: gbStageWork_t.sideStreams);
+ *  staged:  the copy stream marks it; the proxy publishes `full` and waits
+ *           for every member's (remote: moves the parts the chunk needs);
+ *  arrived: the caller's stream waits for that, then reads the members'
+ *           parts (copies from their host addresses; reductions through
+ *           fetch, which brings large parts to device scratch first);
+ *  read:    marked read; the proxy publishes `read` and waits for every
+ *           member's, which frees the slot (remote: mine frees it). */
+#ifndef GB_STAGE_SLOTS_IMPL_H
+#define GB_STAGE_SLOTS_IMPL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stage/stage.h"
+
+#define GB_STAGE_SLOTS_MAX 64 /* GPUBRIDGE_STAGING_SLOTS + 2 at most (else the private stage) */
+
+/* One member's counters and failure, in the segment. `full` and `read`:
+ * the group's slots. `sent[k]` and `got[k]`: the send/recv channels between
+ * this member and member k (stage/channels.c): this member staged that use
+ * of its channel to k, this member read that use of k's channel to it. */
+typedef struct {
+  _Atomic uint64_t full[GB_STAGE_SLOTS_MAX];
+  _Atomic uint64_t read[GB_STAGE_SLOTS_MAX];
+  _Atomic uint64_t sent[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
+  _Atomic uint64_t got[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
+  _Atomic int failed; /* cause is written first */
+  gbNetCause_t cause;
+} gbSharedCtl_t;
+
+/* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]
+ * for the channels. Group: staged (copy stream), full (proxy: every member
+ * staged), consumed (stream: reduced), freed (proxy: every member read),
+ * input (the caller's stream reached the chunk: the copy stream may copy it
+ * out), and fetched (the fetch stream copied a member's part in). Channel
+ * to member k: input, staged, sent (the proxy published it) and freed (k
+ * read the slot's last use); from member k: arrived (k staged) and
+ * consumed. */
+enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, FLAG_FETCHED, NFLAGS };
+enum { P2P_INPUT, P2P_STAGED, P2P_SENT, P2P_FREED, P2P_ARRIVED, P2P_CONSUMED, NP2PFLAGS };
+
+typedef struct gbSharedSlots {
+  gbStageCtx_t ctx;
+  int remote;          /* members on other hosts: base is this member's own copy of the layout */
+  char* base;          /* the segment: a header page, a control area per member, the slots, the channels */
+  char* devBase;       /* the device's address of base */
+  size_t bytes;
+  int n, me;
+  const int* ranks;    /* the group's */
+  const char* name;    /* the group's */
+  int nslots;
+  size_t slotBytes;    /* page-rounded */
+  int pid[GB_REDUCE_MAX_SRCS];
+  /* Caller thread: uses of each slot so far, the next slot. */
+  uint64_t uses[GB_STAGE_SLOTS_MAX];
+  size_t next;
+  gbFlag_t* flags;     /* [NFLAGS][nslots], then [NP2PFLAGS][n][p2pDepth] */
+  void* copyStream;    /* copies chunks out, beside the caller's stream (which reduces) */
+  void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
+  void* stagedOn[GB_STAGE_SLOTS_MAX];     /* caller thread: the stream that copies each slot's chunk out */
+  uint64_t fetches[GB_STAGE_SLOTS_MAX];   /* caller thread: parts fetched into each slot's scratch so far */
+  uint64_t fetchUse[GB_STAGE_SLOTS_MAX];  /* and the slot use they were last for */
+  char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
+                          NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
+                          freed flag), also between calls on different streams, so its scratch is too. */
+  int views;           /* stages (host groups, the channels) that use it */
+  /* Send/recv channels (the world's segment only; p2pDepth 0: none): one per
+   * ordered pair of members, p2pDepth slots of p2pBytes each. Caller thread:
+   * uses of each channel so far, by direction. */
+  int p2pDepth;
+  size_t p2pBytes;
+  uint64_t p2pSent[GB_REDUCE_MAX_SRCS], p2pGot[GB_REDUCE_MAX_SRCS];
+} gbSharedSlots_t;
+
+/* A stage over the slots: a host group's (shared or remote ops), or the
+ * world's channels. */
+typedef struct {
+  gbStage_t base;
+  gbSharedSlots_t* sh;
+} gbSlotsView_t;
+
+static inline gbSharedSlots_t* gbSlotsOf(const gbStage_t* st) { return ((const gbSlotsView_t*)st)->sh; }
+
+extern const gbStageOps_t gbStageSharedOps, gbStageRemoteOps, gbStageChannelOps;
+/* A new view of sh with ops over group g (sh->views counts it). */
+gbResult_t gbSlotsViewCreate(gbSharedSlots_t* sh, const gbStageOps_t* ops, gbAlgoGroup_t* g, gbStage_t** out);
+/* Releases a view; the last one unregisters and unmaps sh. */
+void gbSlotsViewDestroy(gbStage_t* st);
+/* Tells sh's members why this member failed. */
+void gbSlotsFail(gbStage_t* st, const gbNetCause_t* cause);
+
+gbSharedCtl_t* gbSharedCtl(const gbSharedSlots_t* sh, int member);
+/* b rounded up to whole pages; the bytes of sh's layout (its fields set). */
+size_t gbSharedRoundPage(size_t b);
+size_t gbSharedLayoutBytes(const gbSharedSlots_t* sh);
+gbFlag_t* gbSharedFlag(const gbSharedSlots_t* sh, int which, size_t slot);
+gbFlag_t* gbSharedP2pFlag(const gbSharedSlots_t* sh, int which, int member, size_t slot);
+/* Member k's part of slot `slot`: its host address, and the device's. */
+char* gbSharedAt(const gbSharedSlots_t* sh, int member, size_t slot);
+const char* gbSharedDeviceAt(const gbSharedSlots_t* sh, int member, size_t slot);
+/* Slot `slot` of the channel from member `from` to member `to`: its host address. */
+char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot);
+
+/* A proxy step on counters in the segment: publish *publish = use (NULL:
+ * nothing), then wait until every counter in wait[] reached use, each
+ * member `who[i]`'s, with the collective's deadline, hearing a member that
+ * failed or died. Then group (NULL: none) counts bytes as sent. `what`
+ * says what is awaited ("to stage"), for messages. */
+typedef struct {
+  gbSharedSlots_t* sh;
+  size_t slot;
+  uint64_t use;
+  _Atomic uint64_t* publish;
+  int nwait;
+  int who[GB_REDUCE_MAX_SRCS];
+  _Atomic uint64_t* wait[GB_REDUCE_MAX_SRCS];
+  const char* what;
+  gbAlgoGroup_t* group;
+  uint64_t bytes;
+} gbSharedStep_t;
+
+/* Posts step (copied) as a proxy call with the walker's tag: it starts once
+ * ready reaches readyValue (NULL: at once) and sets done to doneValue after. */
+gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, gbFlag_t* ready,
+                            uint64_t readyValue, gbFlag_t* done, uint64_t doneValue);
+
+/* Take: the next slot for a part of `bytes` (slots.c). */
+gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out);
+/* Remote: the moves of a staged chunk (slots_remote.c). */
+gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStageSlot_t* s, const gbProxyOp_t* tag);
+/* Which members' parts member k needs of member from's (the whole part, or its block k). */
+int gbSharedNeeds(const gbStageWork_t* w, int k, int from);
+
+#endif
