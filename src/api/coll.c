@@ -25,8 +25,7 @@ static gbResult_t checkOp(const char* fn, gbComm_t comm, gbRedOp_t op, gbDataTyp
     return gbErrorSet(gbInvalidArgument,
                       "%s: avg needs a floating-point type, not %s (an integer average would need a rounding rule): "
                       "use sum and divide, or a float type", fn, gbDtypeName(dt));
-  gbCommOps_t ops;
-  if (gbCommResolveOp(comm, op, dt, &ops) != gbSuccess)
+  if (gbCommCheckOp(comm, op, dt) != gbSuccess)
     return gbErrorSet(gbInvalidArgument, "%s: %s", fn, gbErrorLast());
   return gbSuccess;
 }

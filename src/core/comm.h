@@ -151,7 +151,11 @@ typedef struct {
   const void* scale;  /* PreMulSum on flat: scale every contribution by this host cell */
   const gbCommRedOp_t* premul;
 } gbCommOps_t;
+/* Resolves op once per call, as the walker enqueues it (a PreMulSum op is
+ * marked used: queued work may read its cell). */
 gbResult_t gbCommResolveOp(gbComm_t comm, gbRedOp_t op, gbDataType_t dt, gbCommOps_t* out);
+/* Whether op is dt's op of this communicator (the argument check; resolves nothing). */
+gbResult_t gbCommCheckOp(gbComm_t comm, gbRedOp_t op, gbDataType_t dt);
 gbResult_t gbCommRedOpCreate(gbComm_t comm, void* scalar, gbDataType_t dt, int residence, gbRedOp_t* op);
 gbResult_t gbCommRedOpDestroy(gbComm_t comm, gbRedOp_t op);
 /* device residence: enqueue the copy of the scalar into its host cell. */

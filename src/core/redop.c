@@ -108,20 +108,35 @@ gbResult_t gbCommRedOpDestroy(gbComm_t c, gbRedOp_t op) {
   return res;
 }
 
+/* op as dt's op of this communicator: a built-in one (r NULL), or a live
+ * PreMulSum op made for dt (*r). */
+static gbResult_t find(gbComm_t c, gbRedOp_t op, gbDataType_t dt, gbCommRedOp_t** r) {
+  *r = NULL;
+  if ((int)op >= 0 && op < gbNumOps) return gbSuccess;
+  *r = lookup(c, op);
+  if (!*r) return gbErrorSet(gbInvalidArgument, "op %d is not sum, prod, max, min, avg or a live PreMulSum op of this "
+                                                "communicator", (int)op);
+  if ((*r)->dtype != dt)
+    return gbErrorSet(gbInvalidArgument, "PreMulSum op %d was made for %s, not %s: make one op per datatype",
+                      (int)op, gbDtypeName((*r)->dtype), gbDtypeName(dt));
+  return gbSuccess;
+}
+
+gbResult_t gbCommCheckOp(gbComm_t c, gbRedOp_t op, gbDataType_t dt) {
+  gbCommRedOp_t* r;
+  return find(c, op, dt, &r);
+}
+
 gbResult_t gbCommResolveOp(gbComm_t c, gbRedOp_t op, gbDataType_t dt, gbCommOps_t* o) {
   memset(o, 0, sizeof(*o));
-  if ((int)op >= 0 && op < gbNumOps) {
+  gbCommRedOp_t* r;
+  GB_CHECK(find(c, op, dt, &r));
+  if (!r) {
     o->island = op;
     o->partial = o->host = op == gbAvg ? gbSum : op;
     o->divisor = op == gbAvg ? c->nranks : 0;
     return gbSuccess;
   }
-  gbCommRedOp_t* r = lookup(c, op);
-  if (!r) return gbErrorSet(gbInvalidArgument, "op %d is not sum, prod, max, min, avg or a live PreMulSum op of this "
-                                               "communicator", (int)op);
-  if (r->dtype != dt)
-    return gbErrorSet(gbInvalidArgument, "PreMulSum op %d was made for %s, not %s: make one op per datatype",
-                      (int)op, gbDtypeName(r->dtype), gbDtypeName(dt));
   r->resolved = 1;
   o->island = o->partial = r->islandOp;
   o->host = gbSum;
