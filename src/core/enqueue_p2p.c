@@ -89,11 +89,11 @@ static gbResult_t hostPart(gbComm_t c, const gbCommP2p_t* ops, const gbPlanP2p_t
   gbResult_t res = gbSuccess;
   /* My messages to myself (plan/p2p.c lists them where the stage does not
    * carry them): straight from the send buffers to the receive buffers. */
-  for (int i = 0; i < p->nops && res == gbSuccess; i++)
-    for (int j = 0; j < p->nops && res == gbSuccess; j++) {
-      size_t from, into, n = gbPlanP2pSelf(p, i, j, &from, &into);
-      if (n > 0) res = c->dev->copyAsync((char*)ops[i].buf + into, (const char*)ops[j].buf + from, n, stream);
-    }
+  for (int j = 0; j < p->nselfCopies && res == gbSuccess; j++) {
+    const gbPlanP2pSelfCopy_t* x = &p->selfCopies[j];
+    res = c->dev->copyAsync((char*)ops[x->recvOp].buf + x->into, (const char*)ops[x->sendOp].buf + x->from, x->bytes,
+                            stream);
+  }
   if (res == gbSuccess) res = gbCommPipeline(p->nchunks, p->depth, outOf, inOf, &h);
   if (res == gbSuccess) res = h.stage->ops->p2pEnd(h.stage, &h.group);
   free(bufs);

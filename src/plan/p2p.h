@@ -46,6 +46,21 @@ typedef struct {
   size_t bulkAt;   /* bulk: where it lies in the bulk buffer */
 } gbPlanP2pOp_t;
 
+/* A piece of a channel chunk: bytes [from, from + bytes) of message op lie
+ * at `into` in chunk `chunk` of its peer's stream that way. */
+typedef struct {
+  int op;
+  size_t chunk;
+  size_t from, into, bytes;
+} gbPlanP2pPiece_t;
+
+/* Channels, my messages to myself: bytes [from, from + bytes) of send op
+ * sendOp go to `into` of receive op recvOp. */
+typedef struct {
+  int recvOp, sendOp;
+  size_t from, into, bytes;
+} gbPlanP2pSelfCopy_t;
+
 typedef struct {
   gbPlanP2pOp_t* ops;    /* [nops], the group's order; gbPlanP2pFree */
   int nops;
@@ -60,6 +75,13 @@ typedef struct {
   size_t chunkBytes;
   size_t nchunks;
   int depth;
+  /* Channels: every piece of every chunk, listed once, chunk by chunk
+   * (chunk k's are pieces[chunkPieces[k]] .. pieces[chunkPieces[k + 1] - 1],
+   * in the group's order), and my copies to myself. */
+  gbPlanP2pPiece_t* pieces;
+  size_t* chunkPieces;   /* [nchunks + 1] */
+  gbPlanP2pSelfCopy_t* selfCopies;
+  int nselfCopies;
   /* Bulk: the buffer's bytes, every host message at its aligned place. */
   size_t bulkBytes;
   /* Host steps this rank posts (the flight recorder's): channels, the chunks
@@ -77,15 +99,10 @@ void gbPlanP2pFree(gbPlanP2p_t* p);
  * and its length; 0 when the stream has no chunk k. */
 void gbPlanP2pChunk(const gbPlanP2p_t* p, int peer, int isSend, size_t k, size_t* off, size_t* len);
 
-/* Channels, my messages to myself: the bytes of send op sendOp that
- * receive op recvOp gets (both to and from me, over the host): bytes
- * [*from, *from + n) of the send go to *into of the receive. Returns n (0:
- * none). */
+/* Queries of the lists above (tests, messages). The self copy from send op
+ * sendOp into receive op recvOp: its bytes (0: none), from and into. The
+ * piece of op i in chunk k: its bytes (0: none), from and into. */
 size_t gbPlanP2pSelf(const gbPlanP2p_t* p, int recvOp, int sendOp, size_t* from, size_t* into);
-
-/* The part of op i in chunk k of its stream: bytes [*from, *from + n) of the
- * message lie at *into in the chunk. Returns n; 0 when op i has no bytes in
- * chunk k (or does not take the channels). */
 size_t gbPlanP2pPiece(const gbPlanP2p_t* p, int i, size_t k, size_t* from, size_t* into);
 
 #endif

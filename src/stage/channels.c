@@ -53,16 +53,16 @@ static gbProxyOp_t taggedOp(gbStageP2p_t* g) {
 }
 
 /* Chunk k of peer's stream one way (isSend), copied to or from the slot buf
- * on stream: piece by piece over the messages it spans. */
+ * on stream: the plan's pieces of it, message by message. */
 static gbResult_t copyChunk(const gbSharedSlots_t* sh, const gbStageP2p_t* g, int peer, int isSend, size_t k,
                             char* buf, void* stream) {
-  for (int i = 0; i < g->plan->nops; i++) {
-    const gbPlanP2pMsg_t* msg = &g->plan->ops[i].msg;
+  const gbPlanP2p_t* p = g->plan;
+  for (size_t j = p->chunkPieces[k]; j < p->chunkPieces[k + 1]; j++) {
+    const gbPlanP2pPiece_t* x = &p->pieces[j];
+    const gbPlanP2pMsg_t* msg = &p->ops[x->op].msg;
     if (msg->peer != peer || msg->isSend != isSend) continue;
-    size_t from, into, n = gbPlanP2pPiece(g->plan, i, k, &from, &into);
-    if (n == 0) continue;
-    char* user = (char*)g->bufs[i] + from;
-    GB_CHECK(sh->ctx.dev->copyAsync(isSend ? buf + into : user, isSend ? user : buf + into, n, stream));
+    char* user = (char*)g->bufs[x->op] + x->from;
+    GB_CHECK(sh->ctx.dev->copyAsync(isSend ? buf + x->into : user, isSend ? user : buf + x->into, x->bytes, stream));
   }
   return gbSuccess;
 }

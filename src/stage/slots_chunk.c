@@ -11,11 +11,10 @@
 #include "base/result.h"
 #include "stage/slots_impl.h"
 
-static int isBlocks(gbColl_t coll) { return coll == GB_COLL_REDUCESCATTER || coll == GB_COLL_ALLTOALL; }
-
+/* A part holds a block for each member (reduce-scatter, all-to-all). */
 /* The bytes of my part a chunk fills. */
 static size_t partBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
-  return w->len * w->esize * (isBlocks(w->coll) ? (size_t)sh->n : 1);
+  return w->len * w->esize * (gbSharedBlockPerMember(w->coll) ? (size_t)sh->n : 1);
 }
 
 gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out) {
@@ -24,7 +23,6 @@ gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbSt
   out->use = ++sh->uses[out->slot];
   out->buf = gbSharedAt(sh, sh->me, out->slot);
   void* on = sideStreams ? sh->copyStream : stream;
-  sh->stagedOn[out->slot] = on;
   out->on = on;
   if (on != stream) {
     GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_INPUT, out->slot), out->use, stream));
@@ -45,7 +43,7 @@ int gbSharedNeeds(const gbStageWork_t* w, int k, int from) {
 static uint64_t sentBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
   uint64_t readers = 0;
   for (int k = 0; k < sh->n; k++) readers += (uint64_t)gbSharedNeeds(w, k, sh->me);
-  if (isBlocks(w->coll)) return readers * w->len * w->esize;
+  if (gbSharedBlockPerMember(w->coll)) return readers * w->len * w->esize;
   return readers > 0 ? partBytes(sh, w) : 0;
 }
 
@@ -53,7 +51,7 @@ static uint64_t sentBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
 static gbResult_t copyOut(const gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s) {
   size_t bytes = w->len * w->esize;
   if (!w->stageOut) return gbSuccess;
-  if (!isBlocks(w->coll)) return sh->ctx.dev->copyAsync(s->buf, w->src, bytes, s->on);
+  if (!gbSharedBlockPerMember(w->coll)) return sh->ctx.dev->copyAsync(s->buf, w->src, bytes, s->on);
   for (int r = 0; r < sh->n; r++)
     if (r != sh->me) GB_CHECK(sh->ctx.dev->copyAsync(s->buf + (size_t)r * bytes, gbStageMyBlock(w, r), bytes, s->on));
   return gbSuccess;
@@ -149,7 +147,7 @@ static gbResult_t reduceParts(gbStage_t* st, const gbStageWork_t* w, const gbSta
 static gbResult_t slotsIn(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbStageSlot_t* s) {
   gbSharedSlots_t* sh = gbSlotsOf(st);
   const gbDeviceOps* dev = sh->ctx.dev;
-  size_t bytes = w->len * w->esize, mineAt = isBlocks(w->coll) ? (size_t)sh->me * bytes : 0;
+  size_t bytes = w->len * w->esize, mineAt = gbSharedBlockPerMember(w->coll) ? (size_t)sh->me * bytes : 0;
   GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_FULL, s->slot), s->use, stream));
   if (!w->stageIn) {
   } else if (w->coll == GB_COLL_BROADCAST) {

@@ -84,7 +84,6 @@ typedef struct gbSharedSlots {
   gbFlag_t* flags;     /* [NFLAGS][nslots], then [NP2PFLAGS][n][p2pDepth] */
   void* copyStream;    /* copies chunks out, beside the caller's stream (which reduces) */
   void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
-  void* stagedOn[GB_STAGE_SLOTS_MAX];     /* caller thread: the stream that copies each slot's chunk out */
   uint64_t fetches[GB_STAGE_SLOTS_MAX];   /* caller thread: parts fetched into each slot's scratch so far */
   uint64_t fetchUse[GB_STAGE_SLOTS_MAX];  /* and the slot use they were last for */
   char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
@@ -155,6 +154,10 @@ gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, 
 gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out);
 /* Remote: the moves of a staged chunk (slots_remote.c). */
 gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStageSlot_t* s, const gbProxyOp_t* tag);
+/* Whether a part holds a block for each member (reduce-scatter, all-to-all). */
+static inline int gbSharedBlockPerMember(gbColl_t coll) {
+  return coll == GB_COLL_REDUCESCATTER || coll == GB_COLL_ALLTOALL;
+}
 /* Which members' parts member k needs of member from's (the whole part, or its block k). */
 int gbSharedNeeds(const gbStageWork_t* w, int k, int from);
 

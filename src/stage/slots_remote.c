@@ -12,7 +12,7 @@ gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStag
   gbAlgoP2p_t* list = calloc(2 * (size_t)sh->n, sizeof(gbAlgoP2p_t));
   if (!list) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
   int n = 0;
-  int blocks = w->coll == GB_COLL_REDUCESCATTER || w->coll == GB_COLL_ALLTOALL;
+  int blocks = gbSharedBlockPerMember(w->coll);
   size_t bytes = w->len * w->esize;
   for (int k = 0; k < sh->n; k++) {
     if (gbSharedNeeds(w, k, sh->me))

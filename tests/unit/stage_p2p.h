@@ -57,11 +57,11 @@ static inline int p2pGroup(rigMember_t* m, gbStage_t* st, size_t channelBytes, i
   w.g.tag.group = &m->g;
   w.g.tag.seq = (uint64_t)r + 1;
   gbResult_t res = gbSuccess;
-  for (int i = 0; i < nops && res == gbSuccess; i++)
-    for (int j = 0; j < nops && res == gbSuccess; j++) {
-      size_t from, into, len = gbPlanP2pSelf(&plan, i, j, &from, &into);
-      if (len > 0) res = m->ctx.dev->copyAsync((char*)bufs[i] + into, (const char*)bufs[j] + from, len, m->stream);
-    }
+  for (int j = 0; j < plan.nselfCopies && res == gbSuccess; j++) {
+    const gbPlanP2pSelfCopy_t* x = &plan.selfCopies[j];
+    res = m->ctx.dev->copyAsync((char*)bufs[x->recvOp] + x->into, (const char*)bufs[x->sendOp] + x->from, x->bytes,
+                                m->stream);
+  }
   size_t d = (size_t)plan.depth;
   for (size_t k = 0; k < plan.nchunks + d - 1 && res == gbSuccess; k++) {
     if (k < plan.nchunks) res = st->ops->p2pOut(st, &w.g, k);

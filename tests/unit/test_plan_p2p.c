@@ -191,8 +191,13 @@ static void checkStream(void) {
           "message %d in chunk %zu: %zu bytes from %zu at %zu; got %zu from %zu at %zu", pieces[j].op, pieces[j].k,
           pieces[j].n, pieces[j].from, pieces[j].into, n, from, into);
   }
+  /* Listed once, chunk by chunk: 2 pieces in chunk 0 (the send's 1000, the
+   * receive's 10), 2 in chunk 1, 1 in chunk 2. */
+  CHECK(p.chunkPieces[0] == 0 && p.chunkPieces[1] == 2 && p.chunkPieces[2] == 4 && p.chunkPieces[3] == 5,
+        "pieces per chunk 2, 2, 1: got starts %zu %zu %zu %zu", p.chunkPieces[0], p.chunkPieces[1], p.chunkPieces[2],
+        p.chunkPieces[3]);
   gbPlanP2pFree(&p);
-  checked += 17;
+  checked += 18;
 }
 
 /* nchunks, depth and host steps on 4 islands of one rank, me rank 3. */
