@@ -13,6 +13,7 @@
 #include "base/dtype.h"
 #include "base/param.h"
 #include "base/result.h"
+#include "os/cond.h"
 #include "device/device.h"
 
 #define ALIGN 64
@@ -237,13 +238,9 @@ static void* worker(void* p) {
 static gbResult_t streamNew(stream_t** out) {
   stream_t* s = calloc(1, sizeof(*s));
   if (s == NULL) return gbErrorSet(gbSystemError, "could not allocate a host device stream: out of memory");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->wake, NULL);
-  pthread_cond_init(&s->idle, &ca);
-  pthread_condattr_destroy(&ca);
+  gbCondInit(&s->idle);
   s->magic = STREAM_MAGIC;
   s->error = gbSuccess;
   s->flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
@@ -336,8 +333,7 @@ static gbResult_t streamSynchronize(void* stream) {
   pthread_mutex_lock(&s->mu);
   s->syncWaiters++;
   while (s->head != NULL || s->busy) {
-    struct timespec ts = {(time_t)(warnAt.ns / 1000000000LL), (long)(warnAt.ns % 1000000000LL)};
-    if (pthread_cond_timedwait(&s->idle, &s->mu, &ts) == ETIMEDOUT && (s->head != NULL || s->busy)) {
+    if (gbCondWaitUntil(&s->idle, &s->mu, warnAt) && (s->head != NULL || s->busy)) {
       /* Every task carries its own deadline, so this should not happen; say
        * what the stream is stuck on and keep waiting for it. */
       GB_WARN("synchronize has waited %.0f s for host device stream %d, which is still running a %s",

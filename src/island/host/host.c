@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/dtype.h"
 #include "base/result.h"
+#include "os/cond.h"
 #include "island/island.h"
 
 typedef enum {
@@ -104,12 +105,7 @@ static gbResult_t ticketWait(hostIsland_t* hi, uint64_t ticket) {
                        hi->group->timeoutSec, (unsigned long long)hi->serving);
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 100) * 1000000L + 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&hi->turn, &hi->lock, &ts);
+    gbCondWaitMs(&hi->turn, &hi->lock, gbDeadlineRemainingMs(deadline, 100) + 1);
   }
   pthread_mutex_unlock(&hi->lock);
   return res;
@@ -513,7 +509,7 @@ gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
   hi->errCtx = errCtx;
   hi->failed = gbSuccess;
   pthread_mutex_init(&hi->lock, NULL);
-  pthread_cond_init(&hi->turn, NULL);
+  gbCondInit(&hi->turn);
   hi->island.ops = &hostIslandOps;
   hi->island.size = group->n;
   hi->island.index = group->me;
