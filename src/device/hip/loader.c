@@ -43,16 +43,12 @@ gbResult_t gbDeviceHipFail(gbHipError_t err, const char* fmt, ...) {
 
 /* ---------------------------------------------------------------- loading */
 
-/* GPUBRIDGE_HIP_LIBRARY, or "" when unset. */
-static const char* namedLibrary(void) {
-  const char* v = getenv("GPUBRIDGE_HIP_LIBRARY");
-  return v ? v : "";
-}
-
 /* Loads the runtime. *found = 0 with why when none is here. */
 static gbResult_t loadRuntime(int* found, char* why, size_t whyLen) {
   static const char* const names[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"};
-  const gbGpuLibrary_t lib = {"GPUBRIDGE_HIP_LIBRARY", namedLibrary(), "libamdhip64.so", "HIP", names, 3};
+  const gbGpuLibrary_t lib = {"GPUBRIDGE_HIP_LIBRARY",
+                              gbParamIsSet(GB_PARAM_HIP_LIBRARY) ? gbParamString(GB_PARAM_HIP_LIBRARY) : "",
+                              "libamdhip64.so", "HIP", names, 3};
   return gbGpuRuntimeLoad(&lib, &api.handle, api.name, sizeof(api.name), found, why, whyLen);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/param.h"
 #include "base/result.h"
 #include "device/hip/hip.h"
 #include "island/island.h"
@@ -42,8 +43,8 @@ static void fail(gbResult_t res, const char* fmt, ...) {
 
 #define SYM(s) {#s, &api.s}
 static void load(void) {
-  const char* named = getenv("GPUBRIDGE_RCCL_LIBRARY");
-  const char* name = named != NULL && named[0] != '\0' ? named : "librccl.so.1";
+  const char* named = gbParamIsSet(GB_PARAM_RCCL_LIBRARY) ? gbParamString(GB_PARAM_RCCL_LIBRARY) : "";
+  const char* name = named[0] != '\0' ? named : "librccl.so.1";
   api.handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (api.handle == NULL) {
     const char* e = dlerror();
