@@ -4,6 +4,7 @@
  * through it; only the ops table differs. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,7 @@ typedef struct {
   pthread_t thread;
 } stream_t;
 
-static int nextStreamId;
+static atomic_int nextStreamId;
 
 static task_t* takeNode(stream_t* s) {
   if (s->freeList == NULL) {
@@ -244,7 +245,7 @@ static gbResult_t streamNew(stream_t** out) {
   s->magic = STREAM_MAGIC;
   s->error = gbSuccess;
   s->flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
-  s->id = __atomic_fetch_add(&nextStreamId, 1, __ATOMIC_RELAXED);
+  s->id = atomic_fetch_add_explicit(&nextStreamId, 1, memory_order_relaxed);
   int rc = pthread_create(&s->thread, NULL, worker, s);
   if (rc != 0) {
     pthread_cond_destroy(&s->idle);
@@ -262,20 +263,19 @@ static gbResult_t streamNew(stream_t** out) {
 }
 
 /* The default stream (stream NULL), created on first use, lives for the process. */
-static stream_t* defaultStream;
+static _Atomic(stream_t*) defaultStream;
 static pthread_mutex_t defaultMu = PTHREAD_MUTEX_INITIALIZER;
 
 static gbResult_t resolve(void* stream, stream_t** out) {
   if (stream == NULL) {
-    stream_t* s = __atomic_load_n(&defaultStream, __ATOMIC_ACQUIRE);
+    stream_t* s = atomic_load_explicit(&defaultStream, memory_order_acquire);
     if (s == NULL) {
       gbResult_t res = gbSuccess;
       pthread_mutex_lock(&defaultMu);
-      if (defaultStream == NULL) {
+      s = atomic_load_explicit(&defaultStream, memory_order_relaxed);
+      if (s == NULL) {
         res = streamNew(&s);
-        if (res == gbSuccess) __atomic_store_n(&defaultStream, s, __ATOMIC_RELEASE);
-      } else {
-        s = defaultStream;
+        if (res == gbSuccess) atomic_store_explicit(&defaultStream, s, memory_order_release);
       }
       pthread_mutex_unlock(&defaultMu);
       GB_CHECK(res);

@@ -37,8 +37,9 @@ gbResult_t gbIslandVendorLoad(const gbVendorLibrary_t* lib, gbVendorApi_t* api, 
   const gbOsSym_t syms[] = {GB_VENDOR_REQUIRED_SYMS(SYM)};
   const char* missing = gbOsSymbolsBind(api->handle, syms, sizeof(syms) / sizeof(syms[0]), 1);
   if (missing != NULL)
-    return fail(api, err, errLen, "%s has no symbol %s: it is not %s or too old; use %s 2.10 or newer (%s names another)",
-                name, missing, label, label, lib->env);
+    return fail(api, err, errLen,
+                "%s has no symbol %s: it is not %s or too old; use %s 2.10 or newer (%s names another)", name,
+                missing, label, label, lib->env);
   if (!gbOsSymbolBind(api->handle, "ncclGetLastError", &api->ncclGetLastError)) api->ncclGetLastError = NULL;
   /* PreMulSum (2.11+) is optional: without it island/vendor refuses only
    * gbRedOpCreatePreMulSum, naming the missing symbol and the version. */

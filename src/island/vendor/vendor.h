@@ -11,6 +11,7 @@
 #define GB_ISLAND_VENDOR_VENDOR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "gpubridge/gpubridge.h"
@@ -176,7 +177,7 @@ typedef struct {
   int onGpu; /* dev is desc->device: make its GPU current before library calls */
   gbIslandErrorFn_t onError;
   void* errCtx;
-  int failed; /* first failure (atomic): later calls fail instead of hanging peers */
+  atomic_int failed; /* first failure: later calls fail instead of hanging peers */
   pthread_mutex_t userOpsLock; /* over userOps and stages: callers may use any thread */
   gbVendorUserOp_t* userOps;
   int nUserOps, capUserOps;
