@@ -14,8 +14,8 @@
 #include "base/dtype.h"
 #include "base/param.h"
 #include "base/result.h"
-#include "os/cond.h"
 #include "device/device.h"
+#include "os/cond.h"
 
 #define ALIGN 64
 #define TASKS_PER_CHUNK 64

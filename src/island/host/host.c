@@ -11,8 +11,8 @@
 #include "base/clock.h"
 #include "base/dtype.h"
 #include "base/result.h"
-#include "os/cond.h"
 #include "island/island.h"
+#include "os/cond.h"
 
 typedef enum {
   CALL_ALLREDUCE,

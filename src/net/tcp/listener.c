@@ -17,9 +17,9 @@
 
 #include "base/log.h"
 #include "base/result.h"
-#include "os/cond.h"
 #include "net/pending.h"
 #include "net/tcp/tcp.h"
+#include "os/cond.h"
 
 #define POLL_CAP_MS 50
 /* The serving thread's longest sleep: a silent stranger's deadline or a
