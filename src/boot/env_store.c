@@ -1,5 +1,6 @@
 #include "boot/env_store.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ int gbBootEnvAgentStore(void) {
 /* Inits that went through the store in this process: every rank makes the
  * same sequence of gbCommInitFromEnv calls, so the n-th of each meets under
  * the n-th key, and a second init never reads the first one's id. */
-static int storeInits;
+static atomic_int storeInits;
 
 static void jobKey(char* buf, size_t len, const char* leaf) {
   const char* run = getenv("TORCHELASTIC_RUN_ID");
@@ -31,7 +32,7 @@ static void jobKey(char* buf, size_t len, const char* leaf) {
   /* torch's own clients put a "/" before every key; so does this one, so
    * the key reads the same from Python (store.get("gpubridge/...")). */
   snprintf(buf, len, "/gpubridge/%s/%s/%d/%s", run && *run ? run : "none", restart && *restart ? restart : "0",
-           __atomic_load_n(&storeInits, __ATOMIC_RELAXED), leaf);
+           atomic_load_explicit(&storeInits, memory_order_relaxed), leaf);
 }
 
 /* Rank 0: the root on a free port of the bind address or the chosen
@@ -95,7 +96,7 @@ gbResult_t gbBootStoreRendezvous(const gbBootStoreRdv_t* in, gbBootId_t* id, int
   char idKey[256], rootKey[256];
   jobKey(idKey, sizeof(idKey), "unique_id");
   jobKey(rootKey, sizeof(rootKey), "rank0");
-  __atomic_fetch_add(&storeInits, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&storeInits, 1, memory_order_relaxed);
   gbBootStore_t s;
   GB_CHECK(gbBootStoreOpen(in->store, d, &s));
   gbResult_t res = gbSuccess;

@@ -14,6 +14,7 @@
 #include "boot/topology.h"
 #include "boot/validate.h"
 #include "net/pending.h"
+#include "os/cond.h"
 
 /* When ranks disagree on the number of ranks, wait this much longer for the
  * stragglers, so every started rank hears the same verdict. */
@@ -43,11 +44,15 @@ typedef struct {
 /* The roots this process hosts, until each has sent its verdict. */
 #define MAX_ROOTS 64
 static pthread_mutex_t rootsLock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t rootsDone = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t rootsDone; /* made by rootsInit: its clock is the waits' */
+static pthread_once_t rootsOnce = PTHREAD_ONCE_INIT;
 static uint64_t runningRoots[MAX_ROOTS];
 static int nrunning;
 
+static void rootsInit(void) { gbCondInit(&rootsDone); }
+
 static void rootRegister(uint64_t hash) {
+  pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
   if (nrunning < MAX_ROOTS) runningRoots[nrunning++] = hash;
   pthread_mutex_unlock(&rootsLock);
@@ -60,6 +65,7 @@ static int rootFind(uint64_t hash) {
 }
 
 static void rootFinished(uint64_t hash) {
+  pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
   int i = rootFind(hash);
   if (i >= 0) runningRoots[i] = runningRoots[--nrunning];
@@ -68,15 +74,11 @@ static void rootFinished(uint64_t hash) {
 }
 
 void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int* abortFlag) {
+  pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
   while (rootFind(commHash) >= 0 && !gbDeadlinePassed(deadline) &&
          !(abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE))) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 50) * 1000000L + 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&rootsDone, &rootsLock, &ts);
+    gbCondWaitMs(&rootsDone, &rootsLock, gbDeadlineRemainingMs(deadline, 50) + 1);
   }
   pthread_mutex_unlock(&rootsLock);
 }

@@ -3,6 +3,7 @@
 #include "device/device.h"
 
 #include <linux/futex.h>
+#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,10 +38,10 @@ static uint32_t* futexWord(gbFlag_t* flag) {
  * memory, and on an address freed and reused meanwhile it is at worst a
  * spurious wake-up, which every futex waiter (ours, libc's) tolerates. */
 #define SLEEPER_BUCKETS 64
-static int sleepers[SLEEPER_BUCKETS];
+static atomic_int sleepers[SLEEPER_BUCKETS];
 
 /* The count for word: from its address alone, never its memory. */
-static int* sleepersOf(const uint32_t* word) {
+static atomic_int* sleepersOf(const uint32_t* word) {
   uint64_t h = (uint64_t)(uintptr_t)word * 0x9E3779B97F4A7C15ull;
   return &sleepers[h >> 58]; /* the top 6 bits: SLEEPER_BUCKETS = 64 */
 }
@@ -57,10 +58,10 @@ static void sleepOn(gbFlag_t* flag, uint64_t seen, int64_t waitedNs) {
    * stores before it reads the count (both seq_cst): either the setter sees
    * this sleeper and wakes it, or the kernel sees the new value and does
    * not sleep. */
-  int* count = sleepersOf(word);
-  __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST);
+  atomic_int* count = sleepersOf(word);
+  atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
   syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, (uint32_t)seen, &interval, NULL, 0);
-  __atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
+  atomic_fetch_sub_explicit(count, 1, memory_order_seq_cst);
 }
 
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec) {
@@ -79,7 +80,7 @@ void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
   uint32_t* word = futexWord(flag);
   __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
   /* From here on nothing reads or writes *flag (see sleepers). */
-  if (word && __atomic_load_n(sleepersOf(word), __ATOMIC_SEQ_CST) > 0)
+  if (word && atomic_load_explicit(sleepersOf(word), memory_order_seq_cst) > 0)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 

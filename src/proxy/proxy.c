@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/result.h"
+#include "os/cond.h"
 
 struct gbProxy {
   gbProxyConfig_t cfg;
@@ -125,8 +126,6 @@ gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline) {
       res = gbErrorSet(gbRemoteError, "gbCommFinalize: the communicator was aborted");
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     int ms = gbDeadlineRemainingMs(deadline, 100);
     if (ms == 0 && gbDeadlinePassed(deadline)) {
       res = gbErrorSet(gbTimeout, "gbCommFinalize: %zu host steps still pending after %.0f s (a peer is stopped or "
@@ -134,10 +133,7 @@ gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline) {
                        p->len + (size_t)p->busy, p->cfg.timeoutSec);
       break;
     }
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&p->drained, &p->lock, &ts);
+    gbCondWaitMs(&p->drained, &p->lock, ms);
   }
   if (res == gbSuccess) res = p->failed;
   pthread_mutex_unlock(&p->lock);

@@ -9,6 +9,7 @@
 #include "base/param.h"
 #include "base/result.h"
 #include "device/cuda/api.h"
+#include "os/dl.h"
 
 /* The table chooseFlagMode bound the memory ops into (read-only after open). */
 static const gbCudaApi_t* memOps;
@@ -30,19 +31,19 @@ static int waitValue(gbGpuStream_t stream, void* addr, uint64_t value, int bits)
  * Without either, flags go through host functions. */
 static gbResult_t chooseFlagMode(gbCudaApi_t* api, gbCuDevice_t dev) {
   void* drv = api->drvHandle;
-  int v2 = gbGpuSymbolBind(drv, "cuStreamWriteValue32_v2", &api->cuStreamWriteValue32) &&
-           gbGpuSymbolBind(drv, "cuStreamWaitValue32_v2", &api->cuStreamWaitValue32);
+  int v2 = gbOsSymbolBind(drv, "cuStreamWriteValue32_v2", &api->cuStreamWriteValue32) &&
+           gbOsSymbolBind(drv, "cuStreamWaitValue32_v2", &api->cuStreamWaitValue32);
   int v1 = 0;
   if (!v2)
-    v1 = gbGpuSymbolBind(drv, "cuStreamWriteValue32", &api->cuStreamWriteValue32) &&
-         gbGpuSymbolBind(drv, "cuStreamWaitValue32", &api->cuStreamWaitValue32);
+    v1 = gbOsSymbolBind(drv, "cuStreamWriteValue32", &api->cuStreamWriteValue32) &&
+         gbOsSymbolBind(drv, "cuStreamWaitValue32", &api->cuStreamWaitValue32);
   int has64 = 0;
   if (v2) {
-    has64 = gbGpuSymbolBind(drv, "cuStreamWriteValue64_v2", &api->cuStreamWriteValue64) &&
-            gbGpuSymbolBind(drv, "cuStreamWaitValue64_v2", &api->cuStreamWaitValue64);
+    has64 = gbOsSymbolBind(drv, "cuStreamWriteValue64_v2", &api->cuStreamWriteValue64) &&
+            gbOsSymbolBind(drv, "cuStreamWaitValue64_v2", &api->cuStreamWaitValue64);
   } else if (v1) {
-    has64 = gbGpuSymbolBind(drv, "cuStreamWriteValue64", &api->cuStreamWriteValue64) &&
-            gbGpuSymbolBind(drv, "cuStreamWaitValue64", &api->cuStreamWaitValue64);
+    has64 = gbOsSymbolBind(drv, "cuStreamWriteValue64", &api->cuStreamWriteValue64) &&
+            gbOsSymbolBind(drv, "cuStreamWaitValue64", &api->cuStreamWaitValue64);
   }
   api->rt.flagMode = GB_GPU_FLAGS_HOSTFN;
   if (!v1 && !v2) return gbSuccess;

@@ -2,7 +2,6 @@
  * decides how flags are signalled, and translates CUDA error codes. Nothing
  * here needs a CUDA header or library at build time, so the same binary runs
  * on machines without CUDA (gbDeviceCudaOpen then reports "not found"). */
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "device/cuda/cuda.h"
 #include "device/gpu/gpu.h"
 #include "device/gpu/kernels/kernels.h"
+#include "os/dl.h"
 
 /* Filled once by gbDeviceCudaOpen (under device.c's once-guard), read-only after. */
 static gbCudaApi_t api;
@@ -58,10 +58,7 @@ gbResult_t gbDeviceCudaDriverFail(gbCuResult_t err, const char* fmt, ...) {
 #define RT(sym) {#sym, &api.sym}
 #define SH(sym, field) {#sym, &api.rt.field} /* shared with HIP: device/gpu */
 static gbResult_t bindRuntime(void) {
-  struct {
-    const char* name;
-    void* field;
-  } syms[] = {RT(cudaGetDeviceCount), SH(cudaSetDevice, setDevice), SH(cudaMalloc, memAlloc),
+  const gbOsSym_t syms[] = {RT(cudaGetDeviceCount), SH(cudaSetDevice, setDevice), SH(cudaMalloc, memAlloc),
               SH(cudaFree, memFree), SH(cudaMemcpy, copy), SH(cudaMemcpyAsync, copyAsync),
               SH(cudaHostAlloc, hostAlloc), SH(cudaFreeHost, hostFree),
               SH(cudaHostGetDevicePointer, hostGetDevicePointer),
@@ -72,27 +69,24 @@ static gbResult_t bindRuntime(void) {
               RT(cudaGetLastError), RT(cudaGetErrorString),
               RT(cudaGetErrorName), RT(cudaRuntimeGetVersion), RT(cudaDriverGetVersion),
               RT(cudaDeviceGetPCIBusId)};
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-    if (!gbGpuSymbolBind(api.rtHandle, syms[i].name, syms[i].field))
-      return gbErrorSet(gbUnhandledCudaError,
-                        "the CUDA runtime %s has no symbol %s: it is too old or not a CUDA runtime; "
-                        "use CUDA 11.0 or newer (GPUBRIDGE_CUDART_LIBRARY names another)",
-                        api.rtName, syms[i].name);
+  const char* missing = gbOsSymbolsBind(api.rtHandle, syms, sizeof(syms) / sizeof(syms[0]), 1);
+  if (missing != NULL)
+    return gbErrorSet(gbUnhandledCudaError,
+                      "the CUDA runtime %s has no symbol %s: it is too old or not a CUDA runtime; "
+                      "use CUDA 11.0 or newer (GPUBRIDGE_CUDART_LIBRARY names another)",
+                      api.rtName, missing);
   return gbSuccess;
 }
 
 static gbResult_t bindDriver(void) {
-  struct {
-    const char* name;
-    void* field;
-  } syms[] = {RT(cuInit), RT(cuDeviceGet), RT(cuDeviceGetAttribute), RT(cuDeviceGetName),
+  const gbOsSym_t syms[] = {RT(cuInit), RT(cuDeviceGet), RT(cuDeviceGetAttribute), RT(cuDeviceGetName),
               RT(cuGetErrorString), RT(cuGetErrorName), SH(cuModuleLoadData, moduleLoadData),
               SH(cuModuleGetFunction, moduleGetFunction), SH(cuModuleUnload, moduleUnload),
               SH(cuLaunchKernel, launchKernel)};
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-    if (!gbGpuSymbolBind(api.drvHandle, syms[i].name, syms[i].field))
-      return gbErrorSet(gbUnhandledCudaError, "the CUDA driver library %s has no symbol %s; update the driver",
-                        api.drvName, syms[i].name);
+  const char* missing = gbOsSymbolsBind(api.drvHandle, syms, sizeof(syms) / sizeof(syms[0]), 1);
+  if (missing != NULL)
+    return gbErrorSet(gbUnhandledCudaError, "the CUDA driver library %s has no symbol %s; update the driver",
+                      api.drvName, missing);
   return gbSuccess;
 }
 #undef SH
@@ -143,7 +137,7 @@ static gbResult_t loadDriver(void) {
   const char* named = gbParamIsSet(GB_PARAM_CUDA_LIBRARY) ? gbParamString(GB_PARAM_CUDA_LIBRARY) : "";
   const char* dflt = "libcuda.so.1";
   const char* name = named[0] != '\0' ? named : dflt;
-  api.drvHandle = gbGpuLibraryOpen(&name, 1, api.drvName, sizeof(api.drvName), tried, sizeof(tried));
+  api.drvHandle = gbOsLibraryOpenFirst(&name, 1, api.drvName, sizeof(api.drvName), tried, sizeof(tried));
   if (api.drvHandle == NULL)
     return gbErrorSet(gbUnhandledCudaError,
                       "the CUDA runtime %s sees %d GPU%s, but the driver library did not load: tried %s; "
@@ -154,8 +148,8 @@ static gbResult_t loadDriver(void) {
 }
 
 static void unload(void) {
-  if (api.drvHandle) dlclose(api.drvHandle);
-  if (api.rtHandle) dlclose(api.rtHandle);
+  gbOsLibraryClose(api.drvHandle);
+  gbOsLibraryClose(api.rtHandle);
   memset(&api, 0, sizeof(api));
 }
 
@@ -217,8 +211,8 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
           api.rt.device, api.rt.deviceCount, gpuName, api.rtName, api.runtimeVersion, api.driverVersion,
           gbGpuFlagModeName(api.rt.flagMode));
   api.cuDev = cuDev;
-  if (!gbGpuSymbolBind(api.drvHandle, "cuDeviceGetUuid_v2", &api.cuDeviceGetUuid))
-    (void)gbGpuSymbolBind(api.drvHandle, "cuDeviceGetUuid", &api.cuDeviceGetUuid);
+  if (!gbOsSymbolBind(api.drvHandle, "cuDeviceGetUuid_v2", &api.cuDeviceGetUuid))
+    (void)gbOsSymbolBind(api.drvHandle, "cuDeviceGetUuid", &api.cuDeviceGetUuid);
   gbGpuOpsFill(&api.rt, ops);
   ops->identify = gbDeviceCudaIdentify;
   return gbSuccess;

@@ -137,12 +137,6 @@ gbResult_t gbGpuFlagWriteMapped(gbFlag_t* flag, void* mapped, uint64_t value, vo
 /* "64-bit stream memory ops", ...: for the open line in the log. */
 const char* gbGpuFlagModeName(gbGpuFlagMode_t mode);
 
-/* dlopen (RTLD_NOW | RTLD_LOCAL) of the first of names that loads; its name
- * goes to loaded. NULL when none does: tried lists them with the last
- * dlerror. */
-void* gbGpuLibraryOpen(const char* const* names, int n, char* loaded, size_t loadedLen, char* tried,
-                       size_t triedLen);
-
 /* A runtime library to load: the one a variable names, else the first of
  * defaults that loads. */
 typedef struct {
@@ -158,8 +152,5 @@ typedef struct {
  * not load is an error; no default loading is *found = 0 with why. */
 gbResult_t gbGpuRuntimeLoad(const gbGpuLibrary_t* lib, void** handle, char* loaded, size_t loadedLen, int* found,
                             char* why, size_t whyLen);
-
-/* dlsym of sym into a function-pointer field; 0 when absent. */
-int gbGpuSymbolBind(void* handle, const char* sym, void* field);
 
 #endif

@@ -1,6 +1,6 @@
-/* What a GPU backend does before its device is open: load libraries and
- * bind symbols, and choose this process's GPU. */
-#include <dlfcn.h>
+/* What a GPU backend does before its device is open: load its runtime (the
+ * one a variable names, else the first default; os/dl.h), and choose this
+ * process's GPU. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,41 +10,13 @@
 #include "base/param.h"
 #include "base/result.h"
 #include "device/gpu/gpu.h"
-
-/* POSIX guarantees a data pointer from dlsym can hold a function's address. */
-int gbGpuSymbolBind(void* handle, const char* sym, void* field) {
-  dlerror();
-  void* p = dlsym(handle, sym);
-  if (p == NULL) return 0;
-  memcpy(field, &p, sizeof(p));
-  return 1;
-}
-
-void* gbGpuLibraryOpen(const char* const* names, int n, char* loaded, size_t loadedLen, char* tried,
-                       size_t triedLen) {
-  size_t used = 0;
-  const char* lastError = "";
-  tried[0] = '\0';
-  for (int i = 0; i < n; i++) {
-    void* h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (h != NULL) {
-      snprintf(loaded, loadedLen, "%s", names[i]);
-      return h;
-    }
-    const char* e = dlerror();
-    lastError = e ? e : "";
-    int w = snprintf(tried + used, triedLen - used, "%s%s", used ? ", " : "", names[i]);
-    if (w > 0 && used + (size_t)w < triedLen) used += (size_t)w;
-  }
-  if (used + 4 < triedLen) snprintf(tried + used, triedLen - used, " (%s)", lastError);
-  return NULL;
-}
+#include "os/dl.h"
 
 gbResult_t gbGpuRuntimeLoad(const gbGpuLibrary_t* lib, void** handle, char* loaded, size_t loadedLen, int* found,
                             char* why, size_t whyLen) {
   char tried[512];
   if (lib->named[0] != '\0') {
-    *handle = gbGpuLibraryOpen(&lib->named, 1, loaded, loadedLen, tried, sizeof(tried));
+    *handle = gbOsLibraryOpenFirst(&lib->named, 1, loaded, loadedLen, tried, sizeof(tried));
     if (*handle == NULL)
       return gbErrorSet(gbUnhandledCudaError,
                         "%s=%s did not load: %s; give the path of %s, "
@@ -52,7 +24,7 @@ gbResult_t gbGpuRuntimeLoad(const gbGpuLibrary_t* lib, void** handle, char* load
                         lib->var, lib->named, tried, lib->pathHint);
     return gbSuccess;
   }
-  *handle = gbGpuLibraryOpen(lib->defaults, lib->defaultCount, loaded, loadedLen, tried, sizeof(tried));
+  *handle = gbOsLibraryOpenFirst(lib->defaults, lib->defaultCount, loaded, loadedLen, tried, sizeof(tried));
   if (*handle == NULL) {
     *found = 0;
     snprintf(why, whyLen, "no %s runtime: tried %s; set %s to its path", lib->label, tried, lib->var);

@@ -2,7 +2,6 @@
  * flags are signalled, and translates HIP error codes. Nothing here needs a
  * HIP header or library at build time, so the same binary runs on machines
  * without ROCm (gbDeviceHipOpen then reports "not found"). */
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "device/hip/api.h"
 #include "device/hip/hip.h"
 #include "device/gpu/gpu.h"
+#include "os/dl.h"
 
 /* Filled once by gbDeviceHipOpen (under device.c's once-guard), read-only after. */
 static gbHipApi_t api;
@@ -43,52 +43,41 @@ gbResult_t gbDeviceHipFail(gbHipError_t err, const char* fmt, ...) {
 
 /* ---------------------------------------------------------------- loading */
 
-/* GPUBRIDGE_HIP_LIBRARY, or "" when unset. */
-static const char* namedLibrary(void) {
-  const char* v = getenv("GPUBRIDGE_HIP_LIBRARY");
-  return v ? v : "";
-}
-
 /* Loads the runtime. *found = 0 with why when none is here. */
 static gbResult_t loadRuntime(int* found, char* why, size_t whyLen) {
   static const char* const names[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so"};
-  const gbGpuLibrary_t lib = {"GPUBRIDGE_HIP_LIBRARY", namedLibrary(), "libamdhip64.so", "HIP", names, 3};
+  const gbGpuLibrary_t lib = {"GPUBRIDGE_HIP_LIBRARY",
+                              gbParamIsSet(GB_PARAM_HIP_LIBRARY) ? gbParamString(GB_PARAM_HIP_LIBRARY) : "",
+                              "libamdhip64.so", "HIP", names, 3};
   return gbGpuRuntimeLoad(&lib, &api.handle, api.name, sizeof(api.name), found, why, whyLen);
 }
 
 #define SYM(s) {#s, &api.s}
 #define SH(s, field) {#s, &api.rt.field} /* shared with CUDA: device/gpu */
 static gbResult_t bindRuntime(void) {
-  struct {
-    const char* name;
-    void* field;
-  } syms[] = {SYM(hipGetDeviceCount), SH(hipSetDevice, setDevice), SH(hipMalloc, memAlloc), SH(hipFree, memFree),
+  const gbOsSym_t syms[] = {SYM(hipGetDeviceCount), SH(hipSetDevice, setDevice), SH(hipMalloc, memAlloc), SH(hipFree, memFree),
               SH(hipMemcpy, copy), SH(hipMemcpyAsync, copyAsync), SH(hipHostMalloc, hostAlloc),
               SH(hipHostFree, hostFree), SH(hipHostGetDevicePointer, hostGetDevicePointer),
               SH(hipStreamCreateWithFlags, streamCreateWithFlags), SH(hipStreamDestroy, streamDestroy),
               SH(hipStreamSynchronize, streamSynchronize), SYM(hipStreamQuery),
               SH(hipDeviceSynchronize, deviceSynchronize), SYM(hipGetLastError), SYM(hipGetErrorString)};
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-    if (!gbGpuSymbolBind(api.handle, syms[i].name, syms[i].field))
-      return gbErrorSet(gbUnhandledCudaError,
-                        "the HIP runtime %s has no symbol %s: it is too old or not a HIP runtime; "
-                        "use ROCm 6 or newer (GPUBRIDGE_HIP_LIBRARY names another)",
-                        api.name, syms[i].name);
+  const char* missing = gbOsSymbolsBind(api.handle, syms, sizeof(syms) / sizeof(syms[0]), 1);
+  if (missing != NULL)
+    return gbErrorSet(gbUnhandledCudaError,
+                      "the HIP runtime %s has no symbol %s: it is too old or not a HIP runtime; "
+                      "use ROCm 6 or newer (GPUBRIDGE_HIP_LIBRARY names another)",
+                      api.name, missing);
   /* Optional ones: messages, versions, identity, the flag paths flag.c
    * chooses among, and the bridge's GPU work (device/gpu/reduce.c says when
    * one is missing). */
-  struct {
-    const char* name;
-    void* field;
-  } optional[] = {SYM(hipGetErrorName), SYM(hipRuntimeGetVersion), SYM(hipDriverGetVersion), SYM(hipDeviceGet),
+  const gbOsSym_t optional[] = {SYM(hipGetErrorName), SYM(hipRuntimeGetVersion), SYM(hipDriverGetVersion), SYM(hipDeviceGet),
                   SYM(hipDeviceGetUuid), SYM(hipDeviceGetPCIBusId), SH(hipLaunchHostFunc, launchHostFunc),
                   SYM(hipStreamWriteValue32), SYM(hipStreamWriteValue64), SYM(hipStreamWaitValue32),
                   SYM(hipStreamWaitValue64), SH(hipHostRegister, hostRegister),
                   SH(hipHostUnregister, hostUnregister), SH(hipDeviceGetAttribute, deviceGetAttribute),
                   SH(hipModuleLoadData, moduleLoadData), SH(hipModuleGetFunction, moduleGetFunction),
                   SH(hipModuleUnload, moduleUnload), SH(hipModuleLaunchKernel, launchKernel)};
-  for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
-    (void)gbGpuSymbolBind(api.handle, optional[i].name, optional[i].field);
+  (void)gbOsSymbolsBind(api.handle, optional, sizeof(optional) / sizeof(optional[0]), 0);
   return gbSuccess;
 }
 #undef SH
@@ -116,14 +105,13 @@ static void describe(void) {
 }
 
 static void unload(void) {
-  if (api.handle) dlclose(api.handle);
+  gbOsLibraryClose(api.handle);
   memset(&api, 0, sizeof(api));
 }
 
 /* The rig marks itself with a text symbol; real ROCm has none. */
 static void detectEmulation(void) {
-  dlerror();
-  const char* marker = dlsym(api.handle, "gbEmulatedAmd");
+  const char* marker = gbOsSymbolFind(api.handle, "gbEmulatedAmd");
   api.emulated = marker != NULL ? (marker[0] ? marker : "emulated AMD") : NULL;
 }
 

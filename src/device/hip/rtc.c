@@ -14,6 +14,7 @@
 #include "device/gpu/gpu.h"
 #include "device/gpu/kernels/kernels.h"
 #include "device/hip/api.h"
+#include "os/dl.h"
 
 /* hiprtc's C API (ROCm's include/hip/hiprtc.h): hiprtcResult is an enum,
  * HIPRTC_SUCCESS 0; hiprtcProgram is a pointer. */
@@ -38,8 +39,8 @@ static gbResult_t load(void) {
   static const char* const names[] = {"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so"};
   const char* named = gbParamIsSet(GB_PARAM_HIPRTC_LIBRARY) ? gbParamString(GB_PARAM_HIPRTC_LIBRARY) : "";
   char tried[512];
-  void* h = named[0] ? gbGpuLibraryOpen(&named, 1, rtcName, sizeof(rtcName), tried, sizeof(tried))
-                     : gbGpuLibraryOpen(names, 3, rtcName, sizeof(rtcName), tried, sizeof(tried));
+  void* h = named[0] ? gbOsLibraryOpenFirst(&named, 1, rtcName, sizeof(rtcName), tried, sizeof(tried))
+                     : gbOsLibraryOpenFirst(names, 3, rtcName, sizeof(rtcName), tried, sizeof(tried));
   if (h == NULL && named[0])
     return gbErrorSet(gbUnhandledCudaError, "%s=%s did not load: %s; give the path of libhiprtc.so (HIP's run-time "
                       "compiler, which builds the bridge's reduction kernels), or unset it to search the default names",
@@ -47,18 +48,15 @@ static gbResult_t load(void) {
   if (h == NULL)
     return gbErrorSet(gbUnhandledCudaError, "no HIP run-time compiler, which builds the bridge's reduction kernels "
                       "on AMD GPUs: tried %s; install ROCm's hiprtc or set %s to its path", tried, VAR);
-  struct {
-    const char* name;
-    void* field;
-  } syms[] = {{"hiprtcGetErrorString", &rtc.hiprtcGetErrorString}, {"hiprtcCreateProgram", &rtc.hiprtcCreateProgram},
+  const gbOsSym_t syms[] = {{"hiprtcGetErrorString", &rtc.hiprtcGetErrorString}, {"hiprtcCreateProgram", &rtc.hiprtcCreateProgram},
               {"hiprtcCompileProgram", &rtc.hiprtcCompileProgram},
               {"hiprtcGetProgramLogSize", &rtc.hiprtcGetProgramLogSize},
               {"hiprtcGetProgramLog", &rtc.hiprtcGetProgramLog}, {"hiprtcGetCodeSize", &rtc.hiprtcGetCodeSize},
               {"hiprtcGetCode", &rtc.hiprtcGetCode}, {"hiprtcDestroyProgram", &rtc.hiprtcDestroyProgram}};
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-    if (!gbGpuSymbolBind(h, syms[i].name, syms[i].field))
-      return gbErrorSet(gbUnhandledCudaError, "%s has no %s: it is not HIP's run-time compiler (set %s to "
-                        "libhiprtc.so of the ROCm in use)", rtcName, syms[i].name, VAR);
+  const char* missing = gbOsSymbolsBind(h, syms, sizeof(syms) / sizeof(syms[0]), 1);
+  if (missing != NULL)
+    return gbErrorSet(gbUnhandledCudaError, "%s has no %s: it is not HIP's run-time compiler (set %s to "
+                      "libhiprtc.so of the ROCm in use)", rtcName, missing, VAR);
   return gbSuccess;
 }
 

@@ -4,6 +4,7 @@
  * through it; only the ops table differs. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "base/param.h"
 #include "base/result.h"
 #include "device/device.h"
+#include "os/cond.h"
 
 #define ALIGN 64
 #define TASKS_PER_CHUNK 64
@@ -141,7 +143,7 @@ typedef struct {
   pthread_t thread;
 } stream_t;
 
-static int nextStreamId;
+static atomic_int nextStreamId;
 
 static task_t* takeNode(stream_t* s) {
   if (s->freeList == NULL) {
@@ -237,17 +239,13 @@ static void* worker(void* p) {
 static gbResult_t streamNew(stream_t** out) {
   stream_t* s = calloc(1, sizeof(*s));
   if (s == NULL) return gbErrorSet(gbSystemError, "could not allocate a host device stream: out of memory");
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->wake, NULL);
-  pthread_cond_init(&s->idle, &ca);
-  pthread_condattr_destroy(&ca);
+  gbCondInit(&s->idle);
   s->magic = STREAM_MAGIC;
   s->error = gbSuccess;
   s->flagWaitSec = (double)gbParamInt(GB_PARAM_TIMEOUT) + GB_FLAG_WAIT_MARGIN_SEC;
-  s->id = __atomic_fetch_add(&nextStreamId, 1, __ATOMIC_RELAXED);
+  s->id = atomic_fetch_add_explicit(&nextStreamId, 1, memory_order_relaxed);
   int rc = pthread_create(&s->thread, NULL, worker, s);
   if (rc != 0) {
     pthread_cond_destroy(&s->idle);
@@ -265,20 +263,19 @@ static gbResult_t streamNew(stream_t** out) {
 }
 
 /* The default stream (stream NULL), created on first use, lives for the process. */
-static stream_t* defaultStream;
+static _Atomic(stream_t*) defaultStream;
 static pthread_mutex_t defaultMu = PTHREAD_MUTEX_INITIALIZER;
 
 static gbResult_t resolve(void* stream, stream_t** out) {
   if (stream == NULL) {
-    stream_t* s = __atomic_load_n(&defaultStream, __ATOMIC_ACQUIRE);
+    stream_t* s = atomic_load_explicit(&defaultStream, memory_order_acquire);
     if (s == NULL) {
       gbResult_t res = gbSuccess;
       pthread_mutex_lock(&defaultMu);
-      if (defaultStream == NULL) {
+      s = atomic_load_explicit(&defaultStream, memory_order_relaxed);
+      if (s == NULL) {
         res = streamNew(&s);
-        if (res == gbSuccess) __atomic_store_n(&defaultStream, s, __ATOMIC_RELEASE);
-      } else {
-        s = defaultStream;
+        if (res == gbSuccess) atomic_store_explicit(&defaultStream, s, memory_order_release);
       }
       pthread_mutex_unlock(&defaultMu);
       GB_CHECK(res);
@@ -336,8 +333,7 @@ static gbResult_t streamSynchronize(void* stream) {
   pthread_mutex_lock(&s->mu);
   s->syncWaiters++;
   while (s->head != NULL || s->busy) {
-    struct timespec ts = {(time_t)(warnAt.ns / 1000000000LL), (long)(warnAt.ns % 1000000000LL)};
-    if (pthread_cond_timedwait(&s->idle, &s->mu, &ts) == ETIMEDOUT && (s->head != NULL || s->busy)) {
+    if (gbCondWaitUntil(&s->idle, &s->mu, warnAt) && (s->head != NULL || s->busy)) {
       /* Every task carries its own deadline, so this should not happen; say
        * what the stream is stuck on and keep waiting for it. */
       GB_WARN("synchronize has waited %.0f s for host device stream %d, which is still running a %s",

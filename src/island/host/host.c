@@ -2,6 +2,7 @@
  * borrowed net group, run as host functions on the device's streams, so they
  * happen in stream order exactly as an NCCL call would on a GPU stream. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "island/island.h"
+#include "os/cond.h"
 
 typedef enum {
   CALL_ALLREDUCE,
@@ -41,7 +43,7 @@ typedef struct {
   void* errCtx;
   /* First failure (atomic): algo leaves the connections out of step after a
    * failed call, so later calls must fail rather than exchange garbage. */
-  int failed;
+  atomic_int failed;
   /* Calls take tickets in the order the caller enqueues them (the same order
    * on every member), and run in ticket order whatever stream runs them, so
    * two streams driving one island cannot interleave or reorder its calls. */
@@ -104,12 +106,7 @@ static gbResult_t ticketWait(hostIsland_t* hi, uint64_t ticket) {
                        hi->group->timeoutSec, (unsigned long long)hi->serving);
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, 100) * 1000000L + 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&hi->turn, &hi->lock, &ts);
+    gbCondWaitMs(&hi->turn, &hi->lock, gbDeadlineRemainingMs(deadline, 100) + 1);
   }
   pthread_mutex_unlock(&hi->lock);
   return res;
@@ -214,10 +211,10 @@ static gbResult_t runCall(void* p) {
   call_t* c = p;
   hostIsland_t* hi = c->hi;
   gbResult_t res = ticketWait(hi, c->ticket);
-  int earlier = __atomic_load_n(&hi->failed, __ATOMIC_ACQUIRE);
+  int earlier = atomic_load_explicit(&hi->failed, memory_order_acquire);
   if (res != gbSuccess) {
     int none = gbSuccess;
-    __atomic_compare_exchange_n(&hi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    atomic_compare_exchange_strong_explicit(&hi->failed, &none, (int)res, memory_order_release, memory_order_relaxed);
   } else if (earlier != gbSuccess) {
     res = gbErrorSet((gbResult_t)earlier,
                      "%s %s (%zu x %s) skipped: an earlier collective on this island failed (%s), "
@@ -228,7 +225,7 @@ static gbResult_t runCall(void* p) {
     res = runAlgo(hi, c);
     if (res != gbSuccess) {
       int none = gbSuccess;
-      __atomic_compare_exchange_n(&hi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+      atomic_compare_exchange_strong_explicit(&hi->failed, &none, (int)res, memory_order_release, memory_order_relaxed);
     }
   }
   c->ran = 1;
@@ -511,9 +508,9 @@ gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,
   hi->dev = dev;
   hi->onError = onError;
   hi->errCtx = errCtx;
-  hi->failed = gbSuccess;
+  atomic_init(&hi->failed, gbSuccess);
   pthread_mutex_init(&hi->lock, NULL);
-  pthread_cond_init(&hi->turn, NULL);
+  gbCondInit(&hi->turn);
   hi->island.ops = &hostIslandOps;
   hi->island.size = group->n;
   hi->island.index = group->me;

@@ -110,7 +110,7 @@ const char* gbIslandVendorGroupName(const gbVendorIsland_t* vi) {
 
 void gbIslandVendorMarkFailed(gbVendorIsland_t* vi, gbResult_t res) {
   int none = gbSuccess;
-  __atomic_compare_exchange_n(&vi->failed, &none, (int)res, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  atomic_compare_exchange_strong_explicit(&vi->failed, &none, (int)res, memory_order_release, memory_order_relaxed);
 }
 
 gbResult_t gbIslandVendorMakeCurrent(const gbVendorIsland_t* vi) {
@@ -119,7 +119,7 @@ gbResult_t gbIslandVendorMakeCurrent(const gbVendorIsland_t* vi) {
 
 gbResult_t gbIslandVendorReady(gbVendorIsland_t* vi, const char* what) {
   const char* name = gbIslandVendorGroupName(vi);
-  int earlier = __atomic_load_n(&vi->failed, __ATOMIC_ACQUIRE);
+  int earlier = atomic_load_explicit(&vi->failed, memory_order_acquire);
   if (earlier != gbSuccess)
     return gbErrorSet((gbResult_t)earlier,
                       "%s %s skipped: an earlier %s call on this island failed (%s); destroy the "
@@ -170,7 +170,7 @@ static void destroy(gbIsland_t* is) {
   const char* name = gbIslandVendorGroupName(vi);
   if (vi->comm != NULL) {
     (void)gbIslandVendorMakeCurrent(vi);
-    int aborted = __atomic_load_n(&vi->failed, __ATOMIC_ACQUIRE) != gbSuccess ||
+    int aborted = atomic_load_explicit(&vi->failed, memory_order_acquire) != gbSuccess ||
                   (vi->group->abortFlag && __atomic_load_n(vi->group->abortFlag, __ATOMIC_ACQUIRE));
     gbVendorResult_t async = GB_VENDOR_SUCCESS;
     if (!aborted && vi->api->ncclCommGetAsyncError(vi->comm, &async) == GB_VENDOR_SUCCESS &&
@@ -274,7 +274,7 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   vi->onGpu = dev->name != NULL && strcmp(dev->name, desc->device) == 0;
   vi->onError = onError;
   vi->errCtx = ctx;
-  vi->failed = gbSuccess;
+  atomic_init(&vi->failed, gbSuccess);
   vi->ops = (gbIslandOps_t){.name = desc->opsName, .abort = abortIsland, .destroy = destroy};
   gbIslandVendorCollOps(&vi->ops);
   vi->island.ops = &vi->ops;

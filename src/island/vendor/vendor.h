@@ -11,6 +11,7 @@
 #define GB_ISLAND_VENDOR_VENDOR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "gpubridge/gpubridge.h"
@@ -113,6 +114,38 @@ typedef struct {
   gbResult_t (*load)(const gbVendorApi_t** out);
 } gbVendorDesc_t;
 
+/* The library a loader loads, and what its messages say. */
+typedef struct {
+  const char* label;          /* "NCCL", "RCCL" */
+  const char* env;            /* "GPUBRIDGE_NCCL_LIBRARY": where a user names another */
+  const char* named;          /* its value; "" when unset */
+  const char* defaultName;    /* "libnccl.so.2": loaded when named is "" */
+  const char* installHint;    /* what to install when it does not load: "NCCL 2.10 or newer" */
+  const char* updateHint;     /* when it is older than 2.10: "update NCCL" */
+  const char* emulatedMarker; /* a test rig's marker symbol ("gbEmulatedRccl"), or NULL */
+  const char* emulatedLabel;  /* api->emulated when the marker's text is empty */
+} gbVendorLibrary_t;
+
+/* load.c: dlopen (RTLD_NOW | RTLD_LOCAL) of lib into api, with the required
+ * symbols, the optional ones and a version of 2.10 or newer. On failure api
+ * is cleared (the library closed) and err says why. */
+gbResult_t gbIslandVendorLoad(const gbVendorLibrary_t* lib, gbVendorApi_t* api, char* err, size_t errLen);
+
+/* A loader's library, loaded once per process: one in each vendor's
+ * translation unit, initialised with GB_VENDOR_LOADED_INIT. */
+typedef struct {
+  pthread_once_t once;
+  gbVendorApi_t api;
+  gbResult_t result;
+  char error[768];
+} gbVendorLoaded_t;
+#define GB_VENDOR_LOADED_INIT {.once = PTHREAD_ONCE_INIT, .result = gbSuccess}
+
+/* load.c: runs load (which fills l with gbIslandVendorLoad) once per
+ * process; every call returns the same table or the same failure (recorded
+ * again). */
+gbResult_t gbIslandVendorLoadOnce(gbVendorLoaded_t* l, void (*load)(void), const gbVendorApi_t** out);
+
 /* "2.28.5" from 22805 (2.9 and later) or 2704 (before). */
 void gbIslandVendorVersionText(int code, char* buf, size_t len);
 
@@ -144,7 +177,7 @@ typedef struct {
   int onGpu; /* dev is desc->device: make its GPU current before library calls */
   gbIslandErrorFn_t onError;
   void* errCtx;
-  int failed; /* first failure (atomic): later calls fail instead of hanging peers */
+  atomic_int failed; /* first failure: later calls fail instead of hanging peers */
   pthread_mutex_t userOpsLock; /* over userOps and stages: callers may use any thread */
   gbVendorUserOp_t* userOps;
   int nUserOps, capUserOps;

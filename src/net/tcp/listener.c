@@ -19,6 +19,7 @@
 #include "base/result.h"
 #include "net/pending.h"
 #include "net/tcp/tcp.h"
+#include "os/cond.h"
 
 #define POLL_CAP_MS 50
 /* The serving thread's longest sleep: a silent stranger's deadline or a
@@ -75,7 +76,7 @@ gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint6
     return gbErrorSet(gbSystemError, "cannot create the listener's wake-up descriptor: %s", strerror_r(e, eb, sizeof(eb)));
   }
   pthread_mutex_init(&l->lock, NULL);
-  pthread_cond_init(&l->filedCond, NULL);
+  gbCondInit(&l->filedCond);
   int err = pthread_create(&l->thread, NULL, serveMain, l);
   if (err != 0) {
     pthread_mutex_destroy(&l->lock);
@@ -291,12 +292,7 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
                         part, l->addrText);
     }
     /* The serving thread files connections and wakes this wait. */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)gbDeadlineRemainingMs(deadline, POLL_CAP_MS) * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&l->filedCond, &l->lock, &ts);
+    gbCondWaitMs(&l->filedCond, &l->lock, gbDeadlineRemainingMs(deadline, POLL_CAP_MS));
   }
 }
 
