@@ -86,7 +86,7 @@ gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out) {
   p->ring = malloc(sizeof(gbProxyOp_t) * p->cap);
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
-  pthread_cond_init(&p->drained, NULL);
+  gbCondInit(&p->drained); /* gbProxyDrain waits on it with a deadline */
   int err = p->ring ? pthread_create(&p->thread, NULL, proxyMain, p) : ENOMEM;
   if (err) {
     free(p->ring);
