@@ -13,7 +13,7 @@ static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
   if (!gbCommIsValid(comm))
     return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)",
                       fn);
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+  if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized (still initializing, or its init failed)", fn);
   if (!comm->trace)
     return gbErrorSet(gbInvalidUsage, "%s: this communicator has no flight recorder (GPUBRIDGE_TRACE_BUFFER=0); unset "

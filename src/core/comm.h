@@ -155,6 +155,22 @@ void gbCommRelease(gbComm_t comm);
  * freed meanwhile (fn must not call gbCommIsValid or free one). */
 void gbCommForEachLive(void (*fn)(gbComm_t comm, void* arg), void* arg);
 
+/* Where start-up is (GB_INIT_*), read with acquire: a thread that sees
+ * GB_INIT_DONE also sees everything init built (core/state.c). */
+int gbCommInitState(gbComm_t comm);
+/* The end of start-up with res: a failure becomes the first failure (unless
+ * an abort's came first), then the state turns done or failed (release). */
+void gbCommInitEnd(gbComm_t comm, gbResult_t res);
+/* The first failure's text ("" before one); written once, so it stays while
+ * comm lives. */
+const char* gbCommErrorText(gbComm_t comm);
+/* The same text, read under errorLock: NULL unless comm failed with one. */
+const char* gbCommFailureText(gbComm_t comm);
+/* Waits, within the comm's timeout, until every host step posted to its
+ * proxy ran; counted in callsInFlight, so an abort waits for it to leave.
+ * A failure leaves the comm's first failure as the thread's error. */
+gbResult_t gbCommDrain(gbComm_t comm);
+
 /* Init: the whole start-up (probe, rendezvous, mesh, island, staging, proxy). */
 gbResult_t gbCommInitCore(gbComm_t comm, int nranks, const gbBootId_t* id, int rank, int localRank,
                           const gbConfig_t* config);
