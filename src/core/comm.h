@@ -20,6 +20,9 @@
 #define GB_COMM_MAGIC 0x67624361u /* "gbCa" */
 #define GB_COMM_DEAD 0xdeadbeefu
 
+struct gbTrace;
+struct gbTraceEntry;
+
 enum { GB_TAG_WORLD = 1, GB_TAG_ISLAND = 2, GB_TAG_BRIDGE = 3 };
 enum { GB_INIT_RUNNING = 0, GB_INIT_DONE = 1, GB_INIT_FAILED = 2 };
 
@@ -130,8 +133,7 @@ struct gbComm {
   gbNetCause_t cause;       /* told to peers with the shutdown: who failed first (lifecycle.c) */
   int64_t failWallNs;       /* CLOCK_REALTIME ns of the first failure (errorLock) */
 
-  struct gbTrace* trace;    /* the flight recorder (core/trace.h); NULL when off */
-  struct gbTraceEntry* traceNow; /* the record of the call being enqueued (caller thread) */
+  struct gbTrace* trace;    /* the flight recorder (trace/trace.h, core/trace.h); NULL when off */
 };
 
 /* Records the comm's first asynchronous failure, makes every wait of the comm
@@ -151,9 +153,6 @@ gbResult_t gbCommRegister(gbComm_t comm);
 void gbCommUnregister(gbComm_t comm);
 int gbCommIsValid(const struct gbComm* comm);
 void gbCommRelease(gbComm_t comm);
-/* Calls fn on every live communicator with the registry locked, so none is
- * freed meanwhile (fn must not call gbCommIsValid or free one). */
-void gbCommForEachLive(void (*fn)(gbComm_t comm, void* arg), void* arg);
 
 /* Where start-up is (GB_INIT_*), read with acquire: a thread that sees
  * GB_INIT_DONE also sees everything init built (core/state.c). */

@@ -334,8 +334,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   static const char zeros[64];
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
-  GB_CHECK_GOTO(gbTraceCreate(c), res, done);
-  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbTraceOnStep, c};
+  GB_CHECK_GOTO(gbCommTraceCreate(c), res, done);
+  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbCommTraceOnStep, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
   GB_INFO(GB_LOG_INIT, "rank %d of %d ready: island %d of %d (%s, %d rank%s)%s, policy %s", rank, nranks,
           t->island, t->nislands, t->vendor[t->island], t->islandSize[t->island], t->islandSize[t->island] == 1 ? "" : "s",

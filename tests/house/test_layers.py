@@ -5,7 +5,7 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "os", "device", "net", "boot", "algo", "island", "plan", "proxy", "core", "api"]
+LAYERS = ["base", "os", "device", "net", "boot", "algo", "island", "plan", "proxy", "trace", "stage", "core", "api"]
 SRC = os.path.join(os.environ.get("GB_TEST_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")), "src")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
