@@ -297,12 +297,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(groupSetup(c, &c->island, GB_TAG_ISLAND, name, t->members[t->island], t->islandSize[t->island], probes),
                 res, done);
   /* By device, not label: the emulated-AMD rig's hip device is labelled "amd-emulated". */
-  if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "cuda") == 0)
-    GB_CHECK_GOTO(gbIslandNcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
-  else if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "hip") == 0)
-    GB_CHECK_GOTO(gbIslandRcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
-  else
-    GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  GB_CHECK_GOTO(gbIslandCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   /* The world group serves flat steps, the call check and gbCommSplit; the
    * bridge joins the leaders (one island: the leader alone, so hierarchical
    * still runs); rails reuse the world's connections. */
