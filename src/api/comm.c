@@ -1,5 +1,4 @@
 /* Exported: communicator queries, errors, finalize, destroy, abort. */
-#include <pthread.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -13,13 +12,13 @@ static gbResult_t notLive(const char* fn, gbComm_t comm) {
 
 gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
   if (!gbCommIsValid(comm)) return notLive(fn, comm);
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING)
+  if (gbCommInitState(comm) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);
   gbResult_t failed = gbCommAsyncError(comm);
   if (failed != gbSuccess)
     return gbErrorSet(failed, "%s: the communicator has failed earlier (%s); destroy or abort it",
-                      fn, comm->errorText);
+                      fn, gbCommErrorText(comm));
   return gbSuccess;
 }
 
@@ -28,32 +27,30 @@ const char* gbGetErrorString(gbResult_t result) { return gbResultString(result);
 /* After a failure of comm its first failure answers (the root cause: a
  * verdict, a dead peer); later errors on this thread are mostly its side
  * effects (a connection shut down, a stream dropped). Else the thread's last
- * error, as in NCCL. errorText is set once, under errorLock, with asyncError. */
+ * error, as in NCCL. The comm's text is set once, with its first failure. */
 const char* gbGetLastError(gbComm_t comm) {
   if (comm && gbCommIsValid(comm)) {
-    pthread_mutex_lock(&comm->errorLock);
-    int failed = gbCommAsyncError(comm) != gbSuccess && comm->errorText[0] != '\0';
-    pthread_mutex_unlock(&comm->errorLock);
-    if (failed) return comm->errorText;
+    const char* failure = gbCommFailureText(comm);
+    if (failure) return failure;
   }
   const char* last = gbErrorLast();
   if (*last || !comm || !gbCommIsValid(comm)) return last;
-  return comm->errorText;
+  return gbCommErrorText(comm);
 }
 
 gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
   if (!gbCommIsValid(comm)) return notLive("gbCommGetAsyncError", comm);
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) *asyncError = gbInProgress;
+  if (gbCommInitState(comm) == GB_INIT_RUNNING) *asyncError = gbInProgress;
   else *asyncError = gbCommAsyncError(comm);
-  if (*asyncError != gbSuccess && *asyncError != gbInProgress) gbErrorRecord(comm->errorText);
+  if (*asyncError != gbSuccess && *asyncError != gbInProgress) gbErrorRecord(gbCommErrorText(comm));
   return gbSuccess;
 }
 
 gbResult_t gbCommCount(const gbComm_t comm, int* count) {
   if (!gbCommIsValid(comm)) return notLive("gbCommCount", comm);
   if (!count) return gbErrorSet(gbInvalidArgument, "gbCommCount: count is NULL");
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+  if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
   *count = comm->nranks;
   return gbSuccess;
@@ -62,7 +59,7 @@ gbResult_t gbCommCount(const gbComm_t comm, int* count) {
 gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
   if (!gbCommIsValid(comm)) return notLive("gbCommUserRank", comm);
   if (!rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: rank is NULL");
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+  if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
   *rank = comm->rank;
   return gbSuccess;
@@ -71,7 +68,7 @@ gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
 gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
   if (!gbCommIsValid(comm)) return notLive("gbCommGetTopology", comm);
   if (!topology) return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: topology is NULL");
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+  if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
   *topology = comm->pub;
   return gbSuccess;
@@ -79,21 +76,17 @@ gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
 
 gbResult_t gbCommFinalize(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return notLive("gbCommFinalize", comm);
-  int state = __atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE);
+  int state = gbCommInitState(comm);
   if (state == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
                                       "gbCommGetAsyncError, or destroy or abort it");
   if (state == GB_INIT_FAILED) return gbCommAsyncError(comm);
-  __atomic_add_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
-  gbResult_t res = gbProxyDrain(comm->proxy, gbDeadlineIn(comm->settings.timeoutSec));
-  if (res != gbSuccess && gbCommAsyncError(comm) != gbSuccess) gbErrorRecord(comm->errorText);
-  __atomic_sub_fetch(&comm->callsInFlight, 1, __ATOMIC_ACQ_REL);
-  return res;
+  return gbCommDrain(comm);
 }
 
 gbResult_t gbCommDestroy(gbComm_t comm) {
   if (!gbCommIsValid(comm)) return notLive("gbCommDestroy", comm);
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) == GB_INIT_RUNNING) {
+  if (gbCommInitState(comm) == GB_INIT_RUNNING) {
     /* Destroying a communicator still initializing: stop its init. */
     gbErrorSet(gbRemoteError, "the communicator was destroyed while it was initializing");
     gbCommFail(comm, gbRemoteError);

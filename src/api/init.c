@@ -58,14 +58,7 @@ typedef struct {
 
 static gbResult_t runInit(initArgs_t* a) {
   gbResult_t res = gbCommInitCore(a->comm, a->nranks, &a->id, a->rank, a->localRank, a->hasConfig ? &a->config : NULL);
-  if (res != gbSuccess) {
-    pthread_mutex_lock(&a->comm->errorLock);
-    if (gbCommAsyncError(a->comm) == gbSuccess) /* an abort's error came first */
-      gbCommSetAsyncError(a->comm, res, gbErrorLast());
-    pthread_mutex_unlock(&a->comm->errorLock);
-  }
-  /* Release: a thread that sees "done" also sees everything init built. */
-  __atomic_store_n(&a->comm->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, __ATOMIC_RELEASE);
+  gbCommInitEnd(a->comm, res);
   return res;
 }
 

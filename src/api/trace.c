@@ -5,7 +5,7 @@
 
 #include "api/api.h"
 #include "base/result.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 /* Valid, initialized, with a recorder. */
 static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
@@ -13,7 +13,7 @@ static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
   if (!gbCommIsValid(comm))
     return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)",
                       fn);
-  if (__atomic_load_n(&comm->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE)
+  if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized (still initializing, or its init failed)", fn);
   if (!comm->trace)
     return gbErrorSet(gbInvalidUsage, "%s: this communicator has no flight recorder (GPUBRIDGE_TRACE_BUFFER=0); unset "
@@ -23,7 +23,7 @@ static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
 
 gbResult_t gbCommSetObserver(gbComm_t comm, gbObserver_t fn, void* userData) {
   GB_CHECK(checkTraced("gbCommSetObserver", comm));
-  return gbTraceSetObserver(comm, fn, userData);
+  return gbTraceSetObserver(comm->trace, fn, userData);
 }
 
 static gbResult_t query(const char* fn, gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count,
@@ -62,5 +62,5 @@ gbResult_t gbCommDumpTrace(gbComm_t comm, const char* dir, char* path, size_t pa
   if (path && pathLen > 0) path[0] = '\0';
   if (!path && pathLen > 0) return gbErrorSet(gbInvalidArgument, "gbCommDumpTrace: path is NULL with pathLen %zu",
                                               pathLen);
-  return gbTraceDump(comm, dir, "api", path, pathLen);
+  return gbTraceDump(comm->trace, dir, "api", path, pathLen);
 }

@@ -32,9 +32,9 @@ static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as device.c's backend values. */
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
-/* Same order as core/trace_watch.c's signal numbers. */
+/* Same order as trace/watch.c's signal numbers. */
 static const char* const traceSignalChoices[] = {"off", "USR1", "USR2", NULL};
-/* Same order as core/trace.h's GB_TRACE_DONE_*. */
+/* Same order as trace/trace.h's GB_TRACE_DONE_*. */
 static const char* const traceDoneChoices[] = {"auto", "marker", "flag", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {

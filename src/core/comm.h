@@ -21,6 +21,9 @@
 #define GB_COMM_MAGIC 0x67624361u /* "gbCa" */
 #define GB_COMM_DEAD 0xdeadbeefu
 
+struct gbTrace;
+struct gbTraceEntry;
+
 enum { GB_TAG_WORLD = 1, GB_TAG_ISLAND = 2, GB_TAG_BRIDGE = 3 };
 enum { GB_INIT_RUNNING = 0, GB_INIT_DONE = 1, GB_INIT_FAILED = 2 };
 
@@ -108,8 +111,7 @@ struct gbComm {
   gbNetCause_t cause;       /* told to peers with the shutdown: who failed first (lifecycle.c) */
   int64_t failWallNs;       /* CLOCK_REALTIME ns of the first failure (errorLock) */
 
-  struct gbTrace* trace;    /* the flight recorder (core/trace.h); NULL when off */
-  struct gbTraceEntry* traceNow; /* the record of the call being enqueued (caller thread) */
+  struct gbTrace* trace;    /* the flight recorder (trace/trace.h, core/trace.h); NULL when off */
 };
 
 /* Records the comm's first asynchronous failure, makes every wait of the comm
@@ -129,9 +131,22 @@ gbResult_t gbCommRegister(gbComm_t comm);
 void gbCommUnregister(gbComm_t comm);
 int gbCommIsValid(const struct gbComm* comm);
 void gbCommRelease(gbComm_t comm);
-/* Calls fn on every live communicator with the registry locked, so none is
- * freed meanwhile (fn must not call gbCommIsValid or free one). */
-void gbCommForEachLive(void (*fn)(gbComm_t comm, void* arg), void* arg);
+
+/* Where start-up is (GB_INIT_*), read with acquire: a thread that sees
+ * GB_INIT_DONE also sees everything init built (core/state.c). */
+int gbCommInitState(gbComm_t comm);
+/* The end of start-up with res: a failure becomes the first failure (unless
+ * an abort's came first), then the state turns done or failed (release). */
+void gbCommInitEnd(gbComm_t comm, gbResult_t res);
+/* The first failure's text ("" before one); written once, so it stays while
+ * comm lives. */
+const char* gbCommErrorText(gbComm_t comm);
+/* The same text, read under errorLock: NULL unless comm failed with one. */
+const char* gbCommFailureText(gbComm_t comm);
+/* Waits, within the comm's timeout, until every host step posted to its
+ * proxy ran; counted in callsInFlight, so an abort waits for it to leave.
+ * A failure leaves the comm's first failure as the thread's error. */
+gbResult_t gbCommDrain(gbComm_t comm);
 
 /* Init: the whole start-up (probe, rendezvous, mesh, island, staging, proxy). */
 gbResult_t gbCommInitCore(gbComm_t comm, int nranks, const gbBootId_t* id, int rank, int localRank,

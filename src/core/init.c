@@ -286,12 +286,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(groupSetup(c, &c->island, GB_TAG_ISLAND, name, t->members[t->island], t->islandSize[t->island], probes),
                 res, done);
   /* By device, not label: the emulated-AMD rig's hip device is labelled "amd-emulated". */
-  if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "cuda") == 0)
-    GB_CHECK_GOTO(gbIslandNcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
-  else if (c->dev->runKind == gbRunReal && strcmp(c->dev->name, "hip") == 0)
-    GB_CHECK_GOTO(gbIslandRcclCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
-  else
-    GB_CHECK_GOTO(gbIslandHostCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
+  GB_CHECK_GOTO(gbIslandCreate(&c->island.algo, c->dev, onIslandError, c, &c->islandComm), res, done);
   /* The world group serves flat steps, the call check and gbCommSplit; the
    * bridge joins the leaders (one island: the leader alone, so hierarchical
    * still runs); rails reuse the world's connections. */
@@ -315,8 +310,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK_GOTO(c->dev->memAlloc(&c->scratchDev, 64), res, done);
   static const char zeros[64];
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
-  GB_CHECK_GOTO(gbTraceCreate(c), res, done);
-  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbTraceOnStep, c};
+  GB_CHECK_GOTO(gbCommTraceCreate(c), res, done);
+  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbCommTraceOnStep, c};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
   c->stageCtx.proxy = c->proxy;
   GB_CHECK_GOTO(gbCommStagesSetup(c, probes), res, done);

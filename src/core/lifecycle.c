@@ -61,7 +61,7 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
    * On the proxy this runs before the failed step releases its stream. */
   if (!first || !c->trace || __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE) return;
   if (!why) why = res == gbTimeout ? "timeout" : c->cause.faultRank != c->rank ? "peer-failure" : "error";
-  gbTraceDumpOnTrouble(c, why);
+  gbTraceDumpOnTrouble(c->trace, why);
 }
 
 static void logTraffic(const gbCommGroup_t* g) {
@@ -105,7 +105,7 @@ void gbCommFree(gbComm_t c) {
     drained = c->dev->deviceSynchronize() == gbSuccess;
   gbProxyDestroy(c->proxy);
   if (!drained) {
-    gbTraceWatchStop(c); /* the ring stays: stream work may still stamp it */
+    gbTraceWatchStop(c->trace); /* the ring stays: stream work may still stamp it */
     GB_WARN("communicator teardown: stream work of this communicator did not finish; its island, staging and "
             "connections are left allocated");
     c->magic = GB_COMM_DEAD;
@@ -134,7 +134,8 @@ void gbCommFree(gbComm_t c) {
       c->cells = next;
     }
   }
-  gbTraceDestroy(c);
+  gbTraceDestroy(c->trace);
+  c->trace = NULL;
   gbTopoFree(&c->topo);
   pthread_mutex_destroy(&c->errorLock);
   gbCommRelease(c);

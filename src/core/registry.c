@@ -104,9 +104,3 @@ void gbCommRelease(gbComm_t c) {
   pthread_mutex_unlock(&lock);
   free(oldest);
 }
-
-void gbCommForEachLive(void (*fn)(gbComm_t comm, void* arg), void* arg) {
-  pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < nlive; i++) fn(live[i], arg);
-  pthread_mutex_unlock(&lock);
-}

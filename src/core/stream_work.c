@@ -15,7 +15,7 @@ void gbCommFlagsInit(gbComm_t c, gbFlag_t* flags, size_t n) { gbStageFlagsInit(&
  * same task stamps it: done when it runs, failed when it is dropped. Where
  * records end by flag (a GPU, or GPUBRIDGE_TRACE_DONE=flag) the stream
  * writes the record's done flag instead, before the marker, and the
- * watcher stamps it (trace_done.c). */
+ * watcher stamps it (trace/done.c). */
 static gbResult_t markerRun(void* arg) {
   (void)arg;
   return gbSuccess;

@@ -45,11 +45,16 @@ typedef struct {
   int ring;    /* fold in the ring's order (nsrc >= 3) */
 } gbReduceArgs_t;
 
+/* Which runtime an ops table drives (gbDeviceOps.runtime): island/ picks
+ * its library by it, never by the name. */
+enum { GB_DEVICE_RUNTIME_HOST = 0, GB_DEVICE_RUNTIME_CUDA = 1, GB_DEVICE_RUNTIME_HIP = 2, GB_DEVICE_NUM_RUNTIMES = 3 };
+
 /* Work a stream runs on the host (the host device's island steps). */
 typedef gbResult_t (*gbStreamFn_t)(void* arg);
 
 typedef struct gbDeviceOps {
   const char* name;         /* "host", "cuda", "hip" */
+  int runtime;              /* GB_DEVICE_RUNTIME_HOST, _CUDA, _HIP */
   int runKind;              /* gbRunKind_t */
   const char* vendor;       /* island label: "nvidia", "amd", or GPUBRIDGE_VENDOR's value */
   int hostMemory;           /* device memory is host memory (the host device): the proxy can

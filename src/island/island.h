@@ -69,6 +69,13 @@ struct gbIsland {
   void* impl;
 };
 
+/* The island for dev, looked up by its runtime: NCCL on a real CUDA GPU,
+ * RCCL on a real HIP GPU (the emulated-AMD rig's too), else the host island
+ * (simulated, CPU, or a GPU that could not be opened). Arguments as the
+ * creators' below (island.c). */
+gbResult_t gbIslandCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev, gbIslandErrorFn_t onError, void* errCtx,
+                          gbIsland_t** out);
+
 /* A host island over group (which it borrows; the caller keeps it alive).
  * Work runs as host functions on the device's streams; failures go to onError. */
 gbResult_t gbIslandHostCreate(gbAlgoGroup_t* group, const gbDeviceOps* dev,

@@ -26,7 +26,7 @@ typedef struct {
   gbAlgoGroup_t* group;      /* the host group whose traffic counter the step's bytes go to (NULL: none) */
   uint64_t seq;              /* the collective's sequence number, for messages */
   void* trace;               /* the caller's flight-recorder entry (NULL: none), for onStep */
-  int traceRole;             /* what the step is for the recorder (core/trace.h) */
+  int traceRole;             /* what the step is for the recorder (trace/trace.h) */
   uint32_t chunk, nchunks;   /* this step's index among its call's host steps, and their number */
 } gbProxyOp_t;
 

@@ -105,6 +105,7 @@ static gbResult_t kernelImage(const void** image, void** owned) {
 static void describe(void) {
   gbGpuRuntime_t* rt = &api.rt;
   rt->name = "cuda";
+  rt->runtime = GB_DEVICE_RUNTIME_CUDA;
   rt->vendor = "nvidia";
   rt->hostAllocName = "cudaHostAlloc";
   rt->hostFreeName = "cudaFreeHost";

@@ -145,6 +145,7 @@ void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops) {
   active = rt;
   memset(ops, 0, sizeof(*ops));
   ops->name = rt->name;
+  ops->runtime = rt->runtime;
   ops->runKind = gbRunReal;
   ops->vendor = rt->vendor;
   ops->memAlloc = memAlloc;

@@ -38,6 +38,7 @@ typedef gbResult_t (*gbGpuFailFn_t)(int err, const char* fmt, ...) __attribute__
 typedef struct {
   /* Names for the ops table and messages. */
   const char* name;           /* "cuda": the ops name and the entry-point prefix ("cudaMalloc") */
+  int runtime;                /* GB_DEVICE_RUNTIME_CUDA or _HIP: the ops' runtime */
   const char* vendor;         /* the island label */
   const char* hostAllocName;  /* "cudaHostAlloc" */
   const char* hostFreeName;   /* "cudaFreeHost" */

@@ -87,6 +87,7 @@ static gbResult_t bindRuntime(void) {
 static void describe(void) {
   gbGpuRuntime_t* rt = &api.rt;
   rt->name = "hip";
+  rt->runtime = GB_DEVICE_RUNTIME_HIP;
   rt->vendor = "amd";
   rt->hostAllocName = "hipHostMalloc";
   rt->hostFreeName = "hipHostFree";

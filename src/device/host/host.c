@@ -435,6 +435,7 @@ static gbResult_t hostUnregister(void* ptr) {
 
 static const gbDeviceOps hostOps = {
     .name = "host",
+    .runtime = GB_DEVICE_RUNTIME_HOST,
     .runKind = gbRunCpu,
     .vendor = "cpu",
     .memAlloc = memAlloc,

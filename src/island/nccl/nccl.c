@@ -30,7 +30,7 @@ static const gbVendorDesc_t nccl = {.opsName = "nccl",
                                     .label = "NCCL",
                                     .callTag = "",
                                     .kind = "NVIDIA",
-                                    .device = "cuda",
+                                    .runtime = GB_DEVICE_RUNTIME_CUDA,
                                     .libraryEnv = "GPUBRIDGE_NCCL_LIBRARY",
                                     .makeCurrent = gbDeviceCudaMakeCurrent,
                                     .load = loadOnce};

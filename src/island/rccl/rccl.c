@@ -32,7 +32,7 @@ static const gbVendorDesc_t rccl = {.opsName = "rccl",
                                     .label = "RCCL",
                                     .callTag = "RCCL",
                                     .kind = "AMD",
-                                    .device = "hip",
+                                    .runtime = GB_DEVICE_RUNTIME_HIP,
                                     .libraryEnv = "GPUBRIDGE_RCCL_LIBRARY",
                                     .makeCurrent = gbDeviceHipMakeCurrent,
                                     .load = loadOnce};

@@ -271,7 +271,7 @@ gbResult_t gbIslandVendorCreate(const gbVendorDesc_t* desc, gbAlgoGroup_t* group
   vi->desc = desc;
   vi->group = group;
   vi->dev = dev;
-  vi->onGpu = dev->name != NULL && strcmp(dev->name, desc->device) == 0;
+  vi->onGpu = dev->runtime == desc->runtime;
   vi->onError = onError;
   vi->errCtx = ctx;
   atomic_init(&vi->failed, gbSuccess);

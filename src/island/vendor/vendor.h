@@ -107,7 +107,7 @@ typedef struct {
   const char* label;   /* the library in messages: "NCCL", "RCCL" */
   const char* callTag; /* "" for NCCL; else added to nccl* call names: "ncclReduce (RCCL)" */
   const char* kind;    /* the island's vendor in messages: "NVIDIA", "AMD" */
-  const char* device;  /* gbDeviceOps name whose GPU makeCurrent selects: "cuda", "hip" */
+  int runtime;         /* gbDeviceOps runtime whose GPU makeCurrent selects: GB_DEVICE_RUNTIME_CUDA, _HIP */
   const char* libraryEnv; /* where a user names another library: "GPUBRIDGE_NCCL_LIBRARY" */
   gbResult_t (*makeCurrent)(void);
   /* Loads the library once per process, in the vendor's translation unit. */

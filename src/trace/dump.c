@@ -16,10 +16,9 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
-#include "core/comm.h"
-#include "core/trace.h"
 #include "os/socket.h"
 #include "plan/plan.h"
+#include "trace/trace.h"
 
 #define OUT_BYTES 65536
 #define PUTS(o, literal) put((o), (literal), sizeof(literal) - 1)
@@ -113,17 +112,17 @@ static const char* const groupKeys[gbNumHostGroups] = {"world", "bridge", "rail"
 static const char* const phaseKeys[gbNumPhases] = {"enqueued",    "checkBegin", "checkEnd", "staged",
                                                    "bridgeBegin", "bridgeEnd",  "done"};
 
-static void putComm(out_t* o, gbComm_t c) {
-  const gbTopo_t* t = &c->topo;
+static void putComm(out_t* o, const gbTraceSetup_t* s) {
+  const gbTopo_t* t = s->topo;
   putf(o, ",\"comm\":{\"id\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"island\":%d,\"isLeader\":%s,",
-       (unsigned long long)gbBootIdHash(&c->id), c->rank, c->nranks, t->island, t->isLeader ? "true" : "false");
+       (unsigned long long)s->jobId, s->rank, s->nranks, t->island, t->isLeader ? "true" : "false");
   putKey(o, "runKind");
   putStr(o, runKindName(t->runKind));
   PUTS(o, ",");
   putKey(o, "policy");
-  putStr(o, gbPlanPolicyName(c->pub.policy));
-  putf(o, ",\"checkCalls\":%s,\"timeoutSec\":%d,\"islands\":[", gbCommChecking(c) ? "true" : "false",
-       (int)c->settings.timeoutSec);
+  putStr(o, gbPlanPolicyName(s->policy));
+  putf(o, ",\"checkCalls\":%s,\"timeoutSec\":%d,\"islands\":[", s->checkCalls ? "true" : "false",
+       s->timeoutSec);
   for (int k = 0; k < t->nislands; k++) {
     putf(o, "%s{\"index\":%d,\"vendor\":", k ? "," : "", k);
     putStr(o, t->vendor[k]);
@@ -134,19 +133,16 @@ static void putComm(out_t* o, gbComm_t c) {
   PUTS(o, "]}");
 }
 
-static void putError(out_t* o, gbComm_t c) {
-  pthread_mutex_lock(&c->errorLock);
-  gbResult_t res = gbCommAsyncError(c);
-  if (res == gbSuccess) {
-    pthread_mutex_unlock(&c->errorLock);
+static void putError(out_t* o, const gbTraceOwner_t* owner) {
+  gbTraceFailure_t f;
+  owner->failure(owner->ctx, &f);
+  if (f.code == gbSuccess) {
     PUTS(o, ",\"error\":null");
     return;
   }
-  putf(o, ",\"error\":{\"code\":%d,\"name\":\"%s\",\"text\":", (int)res, resultName(res));
-  putStr(o, c->errorText);
-  putf(o, ",\"faultRank\":%d,\"seenBy\":%d,\"wallNs\":%lld}", c->cause.faultRank, c->cause.seenBy,
-       (long long)c->failWallNs);
-  pthread_mutex_unlock(&c->errorLock);
+  putf(o, ",\"error\":{\"code\":%d,\"name\":\"%s\",\"text\":", (int)f.code, resultName(f.code));
+  putStr(o, f.text);
+  putf(o, ",\"faultRank\":%d,\"seenBy\":%d,\"wallNs\":%lld}", f.faultRank, f.seenBy, (long long)f.wallNs);
 }
 
 static void putRecord(out_t* o, const gbCollRecord_t* r, int olderInFlight, int first) {
@@ -182,8 +178,7 @@ static void putRecord(out_t* o, const gbCollRecord_t* r, int olderInFlight, int 
 }
 
 /* The state, counters and records; recs holds n records, oldest first. */
-static void putRing(out_t* o, gbComm_t c, const gbCollRecord_t* recs, int n) {
-  struct gbTrace* t = c->trace;
+static void putRing(out_t* o, const gbTrace_t* t, const gbCollRecord_t* recs, int n) {
   gbCommCounters_t k;
   gbTraceCounters(t, &k);
   uint64_t lastCompleted = 0;
@@ -224,7 +219,7 @@ static void putRing(out_t* o, gbComm_t c, const gbCollRecord_t* recs, int n) {
   PUTS(o, "]}\n");
 }
 
-static void putAll(out_t* o, gbComm_t c, const char* why, const gbCollRecord_t* recs, int n) {
+static void putAll(out_t* o, const gbTrace_t* t, const char* why, const gbCollRecord_t* recs, int n) {
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   PUTS(o, "{\"schema\":\"gpubridge-trace/1\",\"library\":");
@@ -235,19 +230,18 @@ static void putAll(out_t* o, gbComm_t c, const char* why, const gbCollRecord_t* 
   putStr(o, gbHostName());
   putf(o, ",\"wallNs\":%lld,\"monoNs\":%lld", (long long)wall.tv_sec * 1000000000LL + wall.tv_nsec,
        (long long)gbClockNowNs());
-  putComm(o, c);
-  putError(o, c);
-  putRing(o, c, recs, n);
+  putComm(o, &t->setup);
+  putError(o, &t->setup.owner);
+  putRing(o, t, recs, n);
 }
 
 /* dumpLock held. */
-static gbResult_t writeDump(gbComm_t c, const char* dir, const char* why, char* pathOut, size_t pathLen) {
+static gbResult_t writeDump(gbTrace_t* t, const char* dir, const char* why, char* pathOut, size_t pathLen) {
   char path[4096], tmp[4200];
-  snprintf(path, sizeof(path), "%s/gpubridge-trace-%016llx-r%d.json", dir,
-           (unsigned long long)gbBootIdHash(&c->id), c->rank);
+  snprintf(path, sizeof(path), "%s/gpubridge-trace-%016llx-r%d.json", dir, (unsigned long long)t->setup.jobId,
+           t->setup.rank);
   snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
   if (pathOut && pathLen > 0) snprintf(pathOut, pathLen, "%s", path);
-  struct gbTrace* t = c->trace;
   gbCollRecord_t* recs = malloc(t->cap * sizeof(gbCollRecord_t));
   out_t* o = malloc(sizeof(out_t));
   int err = recs && o ? 0 : ENOMEM;
@@ -260,7 +254,7 @@ static gbResult_t writeDump(gbComm_t c, const char* dir, const char* why, char* 
     o->err = 0;
     o->len = 0;
     int n = gbTraceCollect(t, recs, (int)t->cap, 0);
-    putAll(o, c, why, recs, n);
+    putAll(o, t, why, recs, n);
     flush(o);
     err = o->err;
     if (close(o->fd) != 0 && !err) err = errno;
@@ -277,24 +271,23 @@ static gbResult_t writeDump(gbComm_t c, const char* dir, const char* why, char* 
   return gbSuccess;
 }
 
-gbResult_t gbTraceDump(gbComm_t c, const char* dir, const char* why, char* path, size_t pathLen) {
+gbResult_t gbTraceDump(gbTrace_t* t, const char* dir, const char* why, char* path, size_t pathLen) {
   if (!dir || !*dir) dir = gbParamString(GB_PARAM_TRACE_DIR);
   if (!*dir)
     return gbErrorSet(gbInvalidUsage, "flight recorder: no directory to write to: pass one, or set "
                       "GPUBRIDGE_TRACE_DIR");
-  pthread_mutex_lock(&c->trace->dumpLock);
-  gbResult_t res = writeDump(c, dir, why, path, pathLen);
-  pthread_mutex_unlock(&c->trace->dumpLock);
+  pthread_mutex_lock(&t->dumpLock);
+  gbResult_t res = writeDump(t, dir, why, path, pathLen);
+  pthread_mutex_unlock(&t->dumpLock);
   return res;
 }
 
 /* Then the watcher may end records still waiting for their done flag
  * (failed): the dump shows them in flight, where they were. */
-static void settled(struct gbTrace* t) { __atomic_store_n(&t->failSettled, 1, __ATOMIC_RELEASE); }
+static void settled(gbTrace_t* t) { __atomic_store_n(&t->failSettled, 1, __ATOMIC_RELEASE); }
 
-void gbTraceDumpOnTrouble(gbComm_t c, const char* why) {
+void gbTraceDumpOnTrouble(gbTrace_t* t, const char* why) {
   const char* dir = gbParamString(GB_PARAM_TRACE_DIR);
-  struct gbTrace* t = c->trace;
   if (!*dir) {
     settled(t);
     return;
@@ -305,7 +298,7 @@ void gbTraceDumpOnTrouble(gbComm_t c, const char* why) {
     /* Keep the thread's error (the failure) as it was: a dump that fails says so in its own WARN. */
     char saved[1024];
     snprintf(saved, sizeof(saved), "%s", gbErrorLast());
-    writeDump(c, dir, why, NULL, 0); /* a failure is logged where it is found */
+    writeDump(t, dir, why, NULL, 0); /* a failure is logged where it is found */
     gbErrorRecord(saved);
   }
   pthread_mutex_unlock(&t->dumpLock);

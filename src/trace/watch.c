@@ -1,10 +1,10 @@
 /* The flight recorder's watcher: one thread per process, alive while a
- * communicator with a recorder is, that writes every communicator's dump
- * when GPUBRIDGE_TRACE_SIGNAL arrives. The signal handler only writes a
+ * ring is, that writes every ring's dump when GPUBRIDGE_TRACE_SIGNAL
+ * arrives (rings whose owner finished its start-up). The signal handler only writes a
  * byte to a pipe (async-signal-safe); the thread does the work. The dump is
  * never left to the proxy: in a hang, the proxy is the thread that is stuck.
  *
- * It also ends the records of rings with done flags (trace_done.c): while
+ * It also ends the records of rings with done flags (done.c): while
  * one has records pending, it looks every 1 ms; with none, it sleeps in
  * poll() until a caller hands one over and wakes it through the pipe (only
  * when it announced it went idle: no system call per collective).
@@ -23,8 +23,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
-#include "core/comm.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 /* GPUBRIDGE_TRACE_SIGNAL's values, in the order of its choices. */
 static const int signalOf[] = {0, SIGUSR1, SIGUSR2};
@@ -32,14 +31,14 @@ static const char* const signalName[] = {"off", "USR1", "USR2"};
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int pipeFd[2] = {-1, -1}; /* written before the handler is installed; never closed */
-static int users;                /* communicators with a recorder (lock) */
+static int users;                /* rings (lock) */
 static int running;              /* the thread runs (lock) */
 static int quit;                 /* the thread should leave (atomic) */
 static pthread_t thread;
 static int handlerSet;           /* the signal handler was considered (lock) */
 static int pending;               /* a signal arrived (atomic: the handler may run on any thread) */
-static pthread_mutex_t pollLock = PTHREAD_MUTEX_INITIALIZER; /* the list below, and a poll of it */
-static struct gbTrace* polled;   /* rings with done flags (pollLock) */
+static pthread_mutex_t ringsLock = PTHREAD_MUTEX_INITIALIZER; /* the list below, and a poll or dump of it */
+static gbTrace_t* rings;         /* every ring counted in users (ringsLock) */
 static int idle;                 /* the thread sleeps without a deadline (seq_cst) */
 #define POLL_MS 1
 
@@ -52,28 +51,33 @@ static void onSignal(int sig) {
   errno = saved;
 }
 
-static void dumpOne(gbComm_t c, void* arg) {
-  (void)arg;
-  if (!c->trace || __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE) return;
-  gbTraceDump(c, NULL, "signal", NULL, 0); /* a failure is logged where it is found */
+/* Every ring whose owner is ready; a ring stays while it is dumped (its
+ * gbTraceWatchStop waits). */
+static void dumpAll(void) {
+  pthread_mutex_lock(&ringsLock);
+  for (gbTrace_t* t = rings; t; t = t->watchedNext)
+    if (t->setup.owner.ready(t->setup.owner.ctx))
+      gbTraceDump(t, NULL, "signal", NULL, 0); /* a failure is logged where it is found */
+  pthread_mutex_unlock(&ringsLock);
 }
 
-/* Polls every ring with pending records; returns how many are pending. */
+/* Polls every ring with pending records (only rings with done flags have
+ * any); returns how many are pending. */
 static uint64_t pollRings(void) {
   uint64_t left = 0;
-  pthread_mutex_lock(&pollLock);
-  for (struct gbTrace* t = polled; t; t = t->polledNext)
+  pthread_mutex_lock(&ringsLock);
+  for (gbTrace_t* t = rings; t; t = t->watchedNext)
     if (__atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0) left += gbTraceDonePoll(t, 0);
-  pthread_mutex_unlock(&pollLock);
+  pthread_mutex_unlock(&ringsLock);
   return left;
 }
 
 static int anyPending(void) {
   int any = 0;
-  pthread_mutex_lock(&pollLock);
-  for (struct gbTrace* t = polled; t && !any; t = t->polledNext)
+  pthread_mutex_lock(&ringsLock);
+  for (gbTrace_t* t = rings; t && !any; t = t->watchedNext)
     any = __atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0;
-  pthread_mutex_unlock(&pollLock);
+  pthread_mutex_unlock(&ringsLock);
   return any;
 }
 
@@ -104,7 +108,7 @@ static void* watchMain(void* arg) {
     while (read(pipeFd[0], drain, sizeof(drain)) > 0) {
     }
     if (__atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL)) {
-      if (*gbParamString(GB_PARAM_TRACE_DIR)) gbCommForEachLive(dumpOne, NULL);
+      if (*gbParamString(GB_PARAM_TRACE_DIR)) dumpAll();
       else GB_WARN("GPUBRIDGE_TRACE_SIGNAL arrived, but GPUBRIDGE_TRACE_DIR is not set: no dump written");
     }
   }
@@ -146,7 +150,7 @@ static void installHandler(void) {
             signalName[which]);
 }
 
-gbResult_t gbTraceWatchStart(gbComm_t c) {
+gbResult_t gbTraceWatchStart(gbTrace_t* t) {
   pthread_mutex_lock(&lock);
   gbResult_t res = makePipe();
   if (res == gbSuccess && !running) {
@@ -158,31 +162,28 @@ gbResult_t gbTraceWatchStart(gbComm_t c) {
   if (res == gbSuccess) {
     installHandler();
     users++;
-    c->trace->watching = 1;
-    if (c->trace->doneFlags) {
-      pthread_mutex_lock(&pollLock);
-      c->trace->polledNext = polled;
-      polled = c->trace;
-      pthread_mutex_unlock(&pollLock);
-    }
+    t->watching = 1;
+    pthread_mutex_lock(&ringsLock);
+    t->watchedNext = rings;
+    rings = t;
+    pthread_mutex_unlock(&ringsLock);
   }
   pthread_mutex_unlock(&lock);
   return res;
 }
 
-void gbTraceWatchStop(gbComm_t c) {
-  struct gbTrace* t = c->trace;
+void gbTraceWatchStop(gbTrace_t* t) {
   if (!t || !t->watching) return;
   t->watching = 0;
-  /* Out of the list under pollLock: a poll in progress ends first. */
-  pthread_mutex_lock(&pollLock);
-  for (struct gbTrace** p = &polled; *p; p = &(*p)->polledNext)
+  /* Out of the list under ringsLock: a poll or dump in progress ends first. */
+  pthread_mutex_lock(&ringsLock);
+  for (gbTrace_t** p = &rings; *p; p = &(*p)->watchedNext)
     if (*p == t) {
-      *p = t->polledNext;
+      *p = t->watchedNext;
       break;
     }
-  t->polledNext = NULL;
-  pthread_mutex_unlock(&pollLock);
+  t->watchedNext = NULL;
+  pthread_mutex_unlock(&ringsLock);
   pthread_mutex_lock(&lock);
   if (--users == 0 && running) {
     __atomic_store_n(&quit, 1, __ATOMIC_RELEASE);

@@ -2,8 +2,8 @@
  * streams (a GPU), or with GPUBRIDGE_TRACE_DONE=flag, the last stream work
  * of a recorded call is a write of the entry's flag in host-mapped memory,
  * in stream order like the staging flags. The watcher thread
- * (trace_watch.c) polls the flags of handed records and is the done writer
- * (gbTraceFinish, with GB_RECORD_DEVICE_DONE: done is when it looked).
+ * (watch.c) polls the flags of handed records and is the done writer
+ * (gbTraceRecordFinish, with GB_RECORD_DEVICE_DONE: done is when it looked).
  *
  * Entry k's flag is doneFlags[k]. Its value is the entry's use, id >> shift
  * (id / cap) plus 1: it grows by one each time the entry is reused, which
@@ -19,63 +19,71 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
-#include "core/comm.h"
-#include "core/trace.h"
+#include "os/backoff.h"
+#include "trace/trace.h"
 
-static uint64_t useOf(const struct gbTrace* t, uint64_t id) { return (id >> t->shift) + 1; }
+static uint64_t useOf(const gbTrace_t* t, uint64_t id) { return (id >> t->shift) + 1; }
 
-gbResult_t gbTraceDoneCreate(gbComm_t c) {
-  struct gbTrace* t = c->trace;
+/* As the communicator's other flags: its deadline, and how often a host
+ * waiter looks (a GPU's write wakes nobody). */
+static void flagsInit(gbTrace_t* t) {
+  memset(t->doneFlags, 0, (size_t)t->cap * sizeof(gbFlag_t));
+  for (uint64_t i = 0; i < t->cap; i++) {
+    t->doneFlags[i].timeoutSec = t->setup.timeoutSec;
+    t->doneFlags[i].pollNs = t->setup.dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS;
+  }
+}
+
+gbResult_t gbTraceDoneCreate(gbTrace_t* t) {
+  const gbDeviceOps* dev = t->setup.dev;
   int mode = (int)gbParamInt(GB_PARAM_TRACE_DONE);
-  int hostFns = c->dev->launchHostFn != NULL;
+  int hostFns = dev->launchHostFn != NULL;
   if (mode == GB_TRACE_DONE_MARKER && !hostFns) {
     static int warned;
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
       GB_WARN("GPUBRIDGE_TRACE_DONE=marker: this device (%s) runs no host functions on streams, so the flight "
               "recorder ends records by flag instead; set GPUBRIDGE_TRACE_DONE=auto to silence this",
-              c->dev->name);
+              dev->name);
   }
   if (mode == GB_TRACE_DONE_MARKER && hostFns) return gbSuccess;
   if (mode == GB_TRACE_DONE_AUTO && hostFns) return gbSuccess;
   size_t bytes = (size_t)t->cap * sizeof(gbFlag_t);
-  gbResult_t res = c->dev->hostAlloc((void**)&t->doneFlags, bytes);
+  gbResult_t res = dev->hostAlloc((void**)&t->doneFlags, bytes);
   if (res != gbSuccess) {
     t->doneFlags = NULL;
     return gbErrorSet(res, "flight recorder: no mapped host memory for its %llu done flags (%zu KiB): %s; lower "
                       "GPUBRIDGE_TRACE_BUFFER or set it to 0", (unsigned long long)t->cap, bytes / 1024,
                       gbErrorLast());
   }
-  gbCommFlagsInit(c, t->doneFlags, (size_t)t->cap);
+  flagsInit(t);
   t->doneMapped = t->doneFlags;
-  if (c->dev->flagsMap && (res = c->dev->flagsMap(t->doneFlags, &t->doneMapped)) != gbSuccess) {
-    c->dev->hostFree(t->doneFlags);
+  if (dev->flagsMap && (res = dev->flagsMap(t->doneFlags, &t->doneMapped)) != gbSuccess) {
+    dev->hostFree(t->doneFlags);
     t->doneFlags = NULL;
     return res;
   }
   GB_INFO(GB_LOG_INIT, "flight recorder: a call is done when the stream writes its done flag (%s device; "
-                       "looked at every 1 ms while calls are in flight)", c->dev->name);
+                       "looked at every 1 ms while calls are in flight)", dev->name);
   return gbSuccess;
 }
 
-void gbTraceDoneDestroy(gbComm_t c) {
-  struct gbTrace* t = c->trace;
+void gbTraceDoneDestroy(gbTrace_t* t) {
   if (!t || !t->doneFlags) return;
-  c->dev->hostFree(t->doneFlags);
+  t->setup.dev->hostFree(t->doneFlags);
   t->doneFlags = NULL;
   t->doneMapped = NULL;
 }
 
-gbResult_t gbTraceDonePost(gbTraceEntry_t* e, void* stream) {
-  gbComm_t c = e->comm;
-  struct gbTrace* t = c->trace;
+gbResult_t gbTraceDoneWrite(gbTrace_t* t, gbTraceEntry_t* e, void* stream) {
+  const gbDeviceOps* dev = t->setup.dev;
   uint64_t k = e->id & t->mask;
   uint64_t use = useOf(t, e->id);
   gbResult_t res =
-      c->dev->flagWriteMapped
-          ? c->dev->flagWriteMapped(&t->doneFlags[k], (char*)t->doneMapped + k * sizeof(gbFlag_t), use, stream)
-          : c->dev->flagWrite(&t->doneFlags[k], use, stream);
+      dev->flagWriteMapped
+          ? dev->flagWriteMapped(&t->doneFlags[k], (char*)t->doneMapped + k * sizeof(gbFlag_t), use, stream)
+          : dev->flagWrite(&t->doneFlags[k], use, stream);
   if (res != gbSuccess) {
-    gbTraceFinish(e, gbRecordFailed, res, 0);
+    gbTraceRecordFinish(t, e, gbRecordFailed, res, 0);
     return res;
   }
   /* Counted before it is handed over, so the watcher never counts it out
@@ -87,29 +95,29 @@ gbResult_t gbTraceDonePost(gbTraceEntry_t* e, void* stream) {
 }
 
 /* Ends handed record e (number id) when its flag tells: 1 when it did. */
-static int endOne(struct gbTrace* t, gbTraceEntry_t* e, uint64_t id, int failed) {
+static int endOne(gbTrace_t* t, gbTraceEntry_t* e, uint64_t id, int failed) {
   gbFlag_t* f = &t->doneFlags[id & t->mask];
   if (__atomic_load_n(&f->value, __ATOMIC_ACQUIRE) >= useOf(t, id)) {
-    gbTraceFinish(e, gbRecordDone, gbSuccess, GB_RECORD_DEVICE_DONE);
+    gbTraceRecordFinish(t, e, gbRecordDone, gbSuccess, GB_RECORD_DEVICE_DONE);
     return 1;
   }
   /* The host device's stream dropped the write after an error: as the
    * marker's drop. The error goes before the entry can be reused. */
   if (__atomic_load_n(&f->error, __ATOMIC_ACQUIRE) != 0) {
     __atomic_store_n(&f->error, 0, __ATOMIC_RELAXED);
-    gbTraceFinishDropped(e, GB_RECORD_DEVICE_DONE);
+    gbTraceRecordDropped(t, e, GB_RECORD_DEVICE_DONE);
     return 1;
   }
   /* A failed communicator's streams may never get there (a GPU stuck in a
    * vendor kernel): they end failed, once its dump showed them in flight. */
   if (failed) {
-    gbTraceFinishDropped(e, 0);
+    gbTraceRecordDropped(t, e, 0);
     return 1;
   }
   return 0;
 }
 
-uint64_t gbTraceDonePoll(struct gbTrace* t, int final) {
+uint64_t gbTraceDonePoll(gbTrace_t* t, int final) {
   int failed = final || __atomic_load_n(&t->failSettled, __ATOMIC_ACQUIRE);
   /* Acquire: every record up to next is completely taken. */
   uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
@@ -126,7 +134,7 @@ uint64_t gbTraceDonePoll(struct gbTrace* t, int final) {
     uint64_t held = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
     int over;
     if (held > id) over = 1; /* reused: this one ended */
-    else if (held != id) over = 0; /* given back (gbTraceCancel) and maybe taken again */
+    else if (held != id) over = 0; /* given back (gbTraceRecordCancel) and maybe taken again */
     else if (state == gbRecordDone || state == gbRecordFailed) over = 1;
     else if (state == gbRecordInFlight && handed && endOne(t, e, id, failed)) over = 1, ended++;
     else over = 0; /* in flight: not handed yet (being enqueued) or its flag not come */

@@ -1,8 +1,8 @@
 /* The flight recorder's ring: taking and writing records (caller thread),
  * the proxy's stamps, the done writer's finish (the end marker's, or the
- * watcher's: trace_done.c), counters, readers, the observer, and the phase
- * a record is in. See trace.h for who writes what. */
-#include "core/trace.h"
+ * watcher's: done.c), counters, readers, the observer, and the phase a
+ * record is in. See trace.h for who writes what. */
+#include "trace/trace.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -13,7 +13,6 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
-#include "core/comm.h"
 #include "plan/plan.h"
 
 _Static_assert(sizeof(gbCollRecord_t) == 168, "gbCollRecord_t is 168 bytes (the Python binding says so too)");
@@ -36,7 +35,8 @@ static _Thread_local int inObserver;
 
 /* ------------------------------------------------------------ life */
 
-gbResult_t gbTraceCreate(gbComm_t c) {
+gbResult_t gbTraceCreate(const gbTraceSetup_t* setup, gbTrace_t** out) {
+  *out = NULL;
   int64_t want = gbParamInt(GB_PARAM_TRACE_BUFFER);
   if (want <= 0) return gbSuccess;
   uint64_t cap = 1;
@@ -45,7 +45,7 @@ gbResult_t gbTraceCreate(gbComm_t c) {
     cap <<= 1;
     shift++;
   }
-  struct gbTrace* t = calloc(1, sizeof(*t));
+  gbTrace_t* t = calloc(1, sizeof(*t));
   gbTraceEntry_t* e = t ? aligned_alloc(64, cap * sizeof(gbTraceEntry_t)) : NULL;
   if (!e) {
     free(t);
@@ -54,32 +54,33 @@ gbResult_t gbTraceCreate(gbComm_t c) {
                       (unsigned long long)(cap * sizeof(gbTraceEntry_t) / 1024));
   }
   memset(e, 0, cap * sizeof(gbTraceEntry_t));
-  for (uint64_t i = 0; i < cap; i++) e[i].comm = c;
+  for (uint64_t i = 0; i < cap; i++) e[i].comm = setup->owner.handle;
   t->e = e;
   t->cap = cap;
   t->mask = cap - 1;
   t->shift = shift;
-  t->comm = c;
+  t->setup = *setup;
   pthread_mutex_init(&t->dumpLock, NULL);
-  c->trace = t;
-  gbResult_t res = gbTraceDoneCreate(c);
-  if (res == gbSuccess) res = gbTraceWatchStart(c);
-  if (res != gbSuccess) gbTraceDestroy(c);
-  return res;
+  gbResult_t res = gbTraceDoneCreate(t);
+  if (res == gbSuccess) res = gbTraceWatchStart(t);
+  if (res != gbSuccess) {
+    gbTraceDestroy(t);
+    return res;
+  }
+  *out = t;
+  return gbSuccess;
 }
 
-void gbTraceDestroy(gbComm_t c) {
-  struct gbTrace* t = c->trace;
+void gbTraceDestroy(gbTrace_t* t) {
   if (!t) return;
-  gbTraceWatchStop(c);
+  gbTraceWatchStop(t);
   /* The streams drained: records still pending end now, observed. */
   if (t->doneFlags) gbTraceDonePoll(t, 1);
   free(__atomic_exchange_n(&t->obs, NULL, __ATOMIC_SEQ_CST));
   pthread_mutex_lock(&t->dumpLock); /* a dump in progress (another thread's API call) ends first */
   pthread_mutex_unlock(&t->dumpLock);
   pthread_mutex_destroy(&t->dumpLock);
-  gbTraceDoneDestroy(c);
-  c->trace = NULL;
+  gbTraceDoneDestroy(t);
   free(t->e);
   free(t);
 }
@@ -87,10 +88,8 @@ void gbTraceDestroy(gbComm_t c) {
 /* ------------------------------------------------------------ the caller */
 
 /* The next entry, marked odd; NULL (unrecorded) when it is still in flight. */
-static gbTraceEntry_t* take(gbComm_t c) {
-  struct gbTrace* t = c->trace;
-  c->traceNow = NULL;
-  if (!t) return NULL;
+static gbTraceEntry_t* take(gbTrace_t* t) {
+  t->now = NULL;
   ADD(&t->enqueued, 1);
   uint64_t id = LD(&t->next) + 1;
   gbTraceEntry_t* e = &t->e[id & t->mask];
@@ -118,16 +117,16 @@ static gbTraceEntry_t* take(gbComm_t c) {
   ST(&e->byFlag, 0u);
   ST(&r->state, (int32_t)gbRecordInFlight);
   __atomic_store_n(&t->next, id, __ATOMIC_RELEASE);
-  c->traceNow = e;
+  t->now = e;
   return e;
 }
 
-void gbTraceBegin(gbComm_t c, int coll, uint64_t count, int dtype, int op, int root) {
-  gbTraceEntry_t* e = take(c);
-  if (c->trace) __atomic_store_n(&c->trace->lastSeq, c->seq, __ATOMIC_RELEASE);
+void gbTraceRecordBegin(gbTrace_t* t, uint64_t seq, int coll, uint64_t count, int dtype, int op, int root) {
+  gbTraceEntry_t* e = take(t);
+  __atomic_store_n(&t->lastSeq, seq, __ATOMIC_RELEASE);
   if (!e) return;
   gbCollRecord_t* r = &e->rec;
-  ST(&r->seq, c->seq);
+  ST(&r->seq, seq);
   ST(&r->p2pSeq, (uint64_t)0);
   ST(&r->count, count);
   ST(&r->coll, coll);
@@ -136,37 +135,23 @@ void gbTraceBegin(gbComm_t c, int coll, uint64_t count, int dtype, int op, int r
   if (coll == GB_COLL_BROADCAST || coll == GB_COLL_REDUCE) ST(&r->root, root);
 }
 
-void gbTraceBeginP2p(gbComm_t c, const void* list, int nops) {
-  gbTraceEntry_t* e = take(c);
-  if (c->trace) __atomic_store_n(&c->trace->lastP2p, c->p2pSeq, __ATOMIC_RELEASE);
+void gbTraceRecordBeginP2p(gbTrace_t* t, uint64_t p2pSeq, uint64_t count, int dtype, int peer, int npeers) {
+  gbTraceEntry_t* e = take(t);
+  __atomic_store_n(&t->lastP2p, p2pSeq, __ATOMIC_RELEASE);
   if (!e) return;
-  const gbCommP2p_t* ops = list;
   gbCollRecord_t* r = &e->rec;
-  uint64_t count = 0;
-  int npeers = 0;
-  for (int i = 0; i < nops; i++) {
-    count += ops[i].count;
-    int seen = 0;
-    for (int j = 0; j < i && !seen; j++) seen = ops[j].peer == ops[i].peer;
-    npeers += !seen;
-  }
-  int dtype = nops > 0 ? (int)ops[0].dt : -1;
-  for (int i = 1; i < nops; i++)
-    if ((int)ops[i].dt != dtype) dtype = -1;
   ST(&r->seq, (uint64_t)0);
-  ST(&r->p2pSeq, c->p2pSeq);
+  ST(&r->p2pSeq, p2pSeq);
   ST(&r->count, count);
   ST(&r->coll, (int32_t)gbCollSendRecv);
   ST(&r->dtype, dtype);
-  ST(&r->peer, nops > 0 ? ops[0].peer : -1);
+  ST(&r->peer, peer);
   ST(&r->npeers, npeers);
 }
 
-void gbTraceCancel(gbComm_t c) {
-  struct gbTrace* t = c->trace;
-  gbTraceEntry_t* e = c->traceNow;
-  if (!t) return;
-  __atomic_store_n(&t->lastSeq, c->seq, __ATOMIC_RELEASE);
+void gbTraceRecordCancel(gbTrace_t* t, uint64_t seq) {
+  gbTraceEntry_t* e = t->now;
+  __atomic_store_n(&t->lastSeq, seq, __ATOMIC_RELEASE);
   ST(&t->enqueued, LD(&t->enqueued) - 1);
   if (!e) {
     ST(&t->unrecorded, LD(&t->unrecorded) - 1); /* take() found no free entry */
@@ -176,57 +161,46 @@ void gbTraceCancel(gbComm_t c) {
   ST(&e->id, (uint64_t)0);
   __atomic_store_n(&t->next, LD(&t->next) - 1, __ATOMIC_RELEASE);
   __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
-  c->traceNow = NULL;
+  t->now = NULL;
 }
 
-void gbTraceSetPlan(gbComm_t c, int policy, int nchunks) {
-  gbTraceEntry_t* e = c->traceNow;
+void gbTraceRecordSetPlan(gbTrace_t* t, int policy, int nchunks) {
+  gbTraceEntry_t* e = t->now;
   if (!e) return;
   ST(&e->rec.policy, policy);
   ST(&e->rec.nchunks, nchunks);
   if (nchunks > 0) ST(&e->rec.flags, LD(&e->rec.flags) | (int32_t)GB_RECORD_HAS_HOST_STEP);
 }
 
-void gbTraceAddFlags(gbComm_t c, uint32_t flags) {
-  gbTraceEntry_t* e = c->traceNow;
+void gbTraceRecordAddFlags(gbTrace_t* t, uint32_t flags) {
+  gbTraceEntry_t* e = t->now;
   if (e) ST(&e->rec.flags, LD(&e->rec.flags) | (int32_t)flags);
 }
 
-void gbTraceAddIslandBytes(gbComm_t c, uint64_t bytes) {
-  gbTraceEntry_t* e = c->traceNow;
+void gbTraceRecordAddIslandBytes(gbTrace_t* t, uint64_t bytes) {
+  gbTraceEntry_t* e = t->now;
   if (!e) return;
   ADD(&e->rec.bytes[gbHostGroupIsland], bytes);
-  ADD(&c->trace->bytes[gbHostGroupIsland], bytes);
+  ADD(&t->bytes[gbHostGroupIsland], bytes);
 }
 
-void gbTraceTagOp(gbComm_t c, gbProxyOp_t* op, int role, uint32_t chunk, uint32_t nchunks) {
-  op->trace = c->traceNow;
+void gbTraceRecordTagOp(gbTrace_t* t, gbProxyOp_t* op, int role, uint32_t chunk, uint32_t nchunks) {
+  op->trace = t ? t->now : NULL;
   op->traceRole = role;
   op->chunk = chunk;
   op->nchunks = nchunks;
 }
 
-gbTraceEntry_t* gbTraceEnqueued(gbComm_t c) {
-  gbTraceEntry_t* e = c->traceNow;
-  c->traceNow = NULL;
+gbTraceEntry_t* gbTraceRecordEnqueued(gbTrace_t* t) {
+  gbTraceEntry_t* e = t->now;
+  t->now = NULL;
   if (e) __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
   return e;
 }
 
 /* ------------------------------------------------------------ late writers */
 
-static int hostGroupOf(gbComm_t c, const gbAlgoGroup_t* g) {
-  if (!g) return -1;
-  if (g == &c->world.algo) return gbHostGroupWorld;
-  if (g == &c->bridge.algo) return gbHostGroupBridge;
-  for (int i = 0; i < c->nrails; i++)
-    if (g == &c->rails[i].algo) return gbHostGroupRail;
-  return -1;
-}
-
-void gbTraceOnStep(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
-  gbComm_t c = ctx;
-  struct gbTrace* t = c->trace;
+void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
   gbTraceEntry_t* e = op->trace;
   if (!t || !e) return;
   gbCollRecord_t* r = &e->rec;
@@ -247,7 +221,7 @@ void gbTraceOnStep(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, 
     }
     return;
   }
-  int g = hostGroupOf(c, op->group);
+  int g = op->group ? t->setup.owner.hostGroup(t->setup.owner.ctx, op->group) : -1;
   if (g >= 0) {
     ADD(&r->bytes[g], bytesSent);
     ADD(&t->bytes[g], bytesSent);
@@ -281,21 +255,19 @@ static void copyRecord(const gbCollRecord_t* s, gbCollRecord_t* d) {
   d->result = LD(&s->result);
 }
 
-static void callObserver(gbComm_t c, struct gbTrace* t, const gbCollRecord_t* rec) {
+static void callObserver(gbTrace_t* t, const gbCollRecord_t* rec) {
   if (!__atomic_load_n(&t->obs, __ATOMIC_SEQ_CST)) return;
   __atomic_add_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
   gbTraceObserver_t* o = __atomic_load_n(&t->obs, __ATOMIC_SEQ_CST);
   if (o) {
     inObserver++;
-    o->fn(c, rec, o->userData);
+    o->fn(t->setup.owner.handle, rec, o->userData);
     inObserver--;
   }
   __atomic_sub_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
 }
 
-void gbTraceFinish(gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
-  gbComm_t c = e->comm;
-  struct gbTrace* t = c->trace;
+void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
   gbCollRecord_t* r = &e->rec;
   int64_t now = gbClockNowNs();
   ST(&r->t[gbPhaseDone], now);
@@ -320,17 +292,17 @@ void gbTraceFinish(gbTraceEntry_t* e, int state, gbResult_t result, uint32_t fla
   } else {
     __atomic_fetch_add(&t->failed, 1, __ATOMIC_RELAXED);
   }
-  if (observed) callObserver(c, t, &copy);
+  if (observed) callObserver(t, &copy);
 }
 
-void gbTraceFinishDropped(gbTraceEntry_t* e, uint32_t flags) {
-  gbResult_t res = gbCommAsyncError(e->comm);
-  gbTraceFinish(e, gbRecordFailed, res != gbSuccess ? res : gbRemoteError, flags);
+void gbTraceRecordDropped(gbTrace_t* t, gbTraceEntry_t* e, uint32_t flags) {
+  gbResult_t res = t->setup.owner.asyncError(t->setup.owner.ctx);
+  gbTraceRecordFinish(t, e, gbRecordFailed, res != gbSuccess ? res : gbRemoteError, flags);
 }
 
 /* ------------------------------------------------------------ readers */
 
-int gbTraceRead(const struct gbTrace* t, uint64_t id, gbCollRecord_t* out) {
+int gbTraceRead(const gbTrace_t* t, uint64_t id, gbCollRecord_t* out) {
   const gbTraceEntry_t* e = &t->e[id & t->mask];
   for (int attempt = 0; attempt < 4; attempt++) {
     uint32_t v = __atomic_load_n(&e->version, __ATOMIC_ACQUIRE);
@@ -343,7 +315,7 @@ int gbTraceRead(const struct gbTrace* t, uint64_t id, gbCollRecord_t* out) {
   return 0;
 }
 
-int gbTraceCollect(const struct gbTrace* t, gbCollRecord_t* out, int max, int inFlightOnly) {
+int gbTraceCollect(const gbTrace_t* t, gbCollRecord_t* out, int max, int inFlightOnly) {
   uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
   uint64_t lo = next > t->cap ? next - t->cap + 1 : 1;
   if (!inFlightOnly && max >= 0 && next >= lo && next - lo + 1 > (uint64_t)max) lo = next - (uint64_t)max + 1;
@@ -356,7 +328,7 @@ int gbTraceCollect(const struct gbTrace* t, gbCollRecord_t* out, int max, int in
   return n;
 }
 
-void gbTraceCounters(const struct gbTrace* t, gbCommCounters_t* out) {
+void gbTraceCounters(const gbTrace_t* t, gbCommCounters_t* out) {
   memset(out, 0, sizeof(*out));
   out->size = (uint32_t)sizeof(*out);
   out->version = 1;
@@ -372,8 +344,7 @@ void gbTraceCounters(const struct gbTrace* t, gbCommCounters_t* out) {
   out->latencyNs = LD(&t->latencyNs);
 }
 
-gbResult_t gbTraceSetObserver(gbComm_t c, gbObserver_t fn, void* userData) {
-  struct gbTrace* t = c->trace;
+gbResult_t gbTraceSetObserver(gbTrace_t* t, gbObserver_t fn, void* userData) {
   gbTraceObserver_t* o = NULL;
   if (fn) {
     o = malloc(sizeof(*o));

@@ -1,0 +1,34 @@
+/* A communicator's state as api/ asks for it: where its start-up is, its
+ * first failure's text, and the wait for its queued host steps. */
+#include "base/result.h"
+#include "core/comm.h"
+
+int gbCommInitState(gbComm_t c) { return __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE); }
+
+void gbCommInitEnd(gbComm_t c, gbResult_t res) {
+  if (res != gbSuccess) {
+    pthread_mutex_lock(&c->errorLock);
+    if (gbCommAsyncError(c) == gbSuccess) /* an abort's error came first */
+      gbCommSetAsyncError(c, res, gbErrorLast());
+    pthread_mutex_unlock(&c->errorLock);
+  }
+  /* Release: a thread that sees "done" also sees everything init built. */
+  __atomic_store_n(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, __ATOMIC_RELEASE);
+}
+
+const char* gbCommErrorText(gbComm_t c) { return c->errorText; }
+
+const char* gbCommFailureText(gbComm_t c) {
+  pthread_mutex_lock(&c->errorLock);
+  int failed = gbCommAsyncError(c) != gbSuccess && c->errorText[0] != '\0';
+  pthread_mutex_unlock(&c->errorLock);
+  return failed ? c->errorText : NULL;
+}
+
+gbResult_t gbCommDrain(gbComm_t c) {
+  __atomic_add_fetch(&c->callsInFlight, 1, __ATOMIC_ACQ_REL);
+  gbResult_t res = gbProxyDrain(c->proxy, gbDeadlineIn(c->settings.timeoutSec));
+  if (res != gbSuccess && gbCommAsyncError(c) != gbSuccess) gbErrorRecord(c->errorText);
+  __atomic_sub_fetch(&c->callsInFlight, 1, __ATOMIC_ACQ_REL);
+  return res;
+}
