@@ -92,8 +92,14 @@ static void expandPath(const char* tmpl, char* out, size_t len) {
   out[o] = '\0';
 }
 
+/* The parameter table's warnings (unknown GPUBRIDGE_* names) are log lines. */
+static void paramWarning(const char* line, int len) {
+  gbLogWrite(GB_LOG_WARN, GB_LOG_ENV, __FILE__, __LINE__, "%.*s", len, line);
+}
+
 static void readSettings(void) {
   inInit = 1;
+  gbParamSetWarnSink(paramWarning); /* what the read below warns about waits in `pending` until settings are known */
   gbParamInit();
   const char* simHost = gbParamString(GB_PARAM_SIM_HOST);
   if (simHost[0]) snprintf(host, sizeof(host), "%s", simHost);
@@ -141,7 +147,10 @@ int gbLogEnabled(gbLogLevel_t lvl, int subsys) {
   return lvl == GB_LOG_WARN || (atomic_load(&subsysMask) & subsys) != 0;
 }
 
-void gbLogSetHook(gbLogHook_t h) { atomic_store(&hook, h); }
+void gbLogSetHook(gbLogHook_t h) {
+  atomic_store(&hook, h);
+  gbParamSetWarnSink(paramWarning);
+}
 
 static void writeAll(int f, const char* buf, size_t len) {
   while (len > 0) {

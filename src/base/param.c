@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/log.h"
 
 #define KIB ((int64_t)1024)
 #define MIB (KIB * 1024)
@@ -30,7 +29,7 @@ static const char* const shmChoices[] = {"off", "auto", NULL};
 static const char* const bridgeSlotChoices[] = {"off", "auto", NULL};
 static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
-/* Same order as device.c's backend values. */
+/* Same order as choose.c's backend values. */
 static const char* const backendChoices[] = {"auto", "cuda", "hip", "host", NULL};
 /* Same order as trace/watch.c's signal numbers. */
 static const char* const traceSignalChoices[] = {"off", "USR1", "USR2", NULL};
@@ -171,9 +170,11 @@ static atomic_int loaded;
 static paramState_t state[GB_PARAM_COUNT];
 static char* errors;  /* one line per invalid value */
 /* Warnings are emitted after the read, outside the lock: logging itself reads
- * this table. */
+ * this table. They go to the sink the log sets (base/log.c); until it has
+ * set one they wait. */
 static char* pendingWarn;
 static atomic_int warnPending;
+static _Atomic(gbParamWarnSink_t) warnSink;
 
 const gbParamDesc_t* gbParamDesc(gbParamId_t id) {
   return ((int)id >= 0 && id < GB_PARAM_COUNT) ? &table[id] : NULL;
@@ -479,6 +480,22 @@ static void readEnv(void) {
   applyVendors();
 }
 
+/* The read's warnings, once, line by line to the sink (none yet: they wait). */
+static void flushWarnings(void) {
+  gbParamWarnSink_t sink = atomic_load(&warnSink);
+  if (!sink || !atomic_load(&warnPending) || !atomic_exchange(&warnPending, 0)) return;
+  pthread_mutex_lock(&mu);
+  char* text = pendingWarn;
+  pendingWarn = NULL;
+  pthread_mutex_unlock(&mu);
+  for (char* line = text; line && *line;) {
+    size_t n = strcspn(line, "\n");
+    sink(line, (int)n);
+    line += n + (line[n] == '\n');
+  }
+  free(text);
+}
+
 void gbParamInit(void) {
   if (!atomic_load_explicit(&loaded, memory_order_acquire)) {
     pthread_mutex_lock(&mu);
@@ -489,18 +506,12 @@ void gbParamInit(void) {
     }
     pthread_mutex_unlock(&mu);
   }
-  if (atomic_load(&warnPending) && atomic_exchange(&warnPending, 0)) {
-    pthread_mutex_lock(&mu);
-    char* text = pendingWarn;
-    pendingWarn = NULL;
-    pthread_mutex_unlock(&mu);
-    for (char* line = text; line && *line;) {
-      size_t n = strcspn(line, "\n");
-      gbLogWrite(GB_LOG_WARN, GB_LOG_ENV, __FILE__, __LINE__, "%.*s", (int)n, line);
-      line += n + (line[n] == '\n');
-    }
-    free(text);
-  }
+  flushWarnings();
+}
+
+void gbParamSetWarnSink(gbParamWarnSink_t sink) {
+  atomic_store(&warnSink, sink);
+  flushWarnings();
 }
 
 void gbParamReset(void) {

@@ -67,6 +67,10 @@ typedef struct {
 
 /* Reads the environment (once; later calls do nothing). */
 void gbParamInit(void);
+/* Where the read's warnings (unknown GPUBRIDGE_* names) go, a line at a
+ * time: the log sets it (base/log.c), and warnings read before wait for it. */
+typedef void (*gbParamWarnSink_t)(const char* line, int len);
+void gbParamSetWarnSink(gbParamWarnSink_t sink);
 /* Forget what was read (tests only). */
 void gbParamReset(void);
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/result.h"
-#include "boot/validate.h"
+#include "boot/ranks.h"
 
 gbResult_t gbTopoBuild(const gbProbe_t* sorted, int nranks, int rank, gbTopo_t* t) {
   memset(t, 0, sizeof(*t));

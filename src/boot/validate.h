@@ -29,7 +29,4 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
  * before any field is used. */
 int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen);
 
-/* Writes a rank list as "0-2,5" into buf. */
-const char* gbBootRankList(const int* ranks, int n, char* buf, size_t len);
-
 #endif

@@ -5,7 +5,7 @@
  * k holds elements [k*m, k*m+len) of every rank's block, laid out
  * [rank][len] in one staging slot, and crosses in one host step over all
  * ranks. gbPlanBuild adds the staging. */
-#include "plan/blocks.h"
+#include "plan/plan.h"
 
 #include "base/dtype.h"
 #include "base/result.h"

@@ -12,26 +12,9 @@
 #include <stddef.h>
 #include "boot/topology.h"
 #include "gpubridge/gpubridge.h"
+#include "plan/coll.h"
 #include "plan/sizes.h"
 #include "plan/thresholds.h"
-
-typedef enum {
-  GB_COLL_ALLREDUCE,
-  GB_COLL_BROADCAST,
-  GB_COLL_REDUCE,
-  GB_COLL_ALLGATHER,
-  GB_COLL_REDUCESCATTER,
-  GB_COLL_ALLTOALL,
-  GB_COLL_SENDRECV,
-  GB_NUM_COLLS
-} gbColl_t;
-
-/* "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
- * "alltoall", "sendrecv" (gpubridge-perf's names); -1 / "?" otherwise. */
-int gbPlanCollByName(const char* name);
-const char* gbPlanCollName(int coll);
-/* A gbPolicy_t's name as GPUBRIDGE_POLICY spells it ("split-rail"); "?" otherwise. */
-const char* gbPlanPolicyName(int policy);
 
 typedef enum {
   GB_ISLAND_NONE,
@@ -119,6 +102,11 @@ int gbPlanRails(const gbTopo_t* topo, int railsCap);
  * their staging. The block collectives' comes from plan/blocks.c; one that
  * cannot be staged (an element per rank larger than a slot) is an error. */
 gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* out);
+
+/* The block collectives' part of gbPlanBuild (plan/blocks.c): all-gather,
+ * reduce-scatter, all-to-all: policy, chunks and steps of p (zeroed by the
+ * caller), or the error that a chunk cannot be staged. */
+gbResult_t gbPlanBlocks(const gbPlanInput_t* in, gbPlan_t* p);
 
 /* Where chunks lie (plan/chunks.c), in elements: chunk i's length; split-rail's
  * slice r of a chunk of n; the part of chunk i this rank stages (its rail's

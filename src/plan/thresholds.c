@@ -7,7 +7,7 @@
 
 #include "base/param.h"
 #include "base/result.h"
-#include "plan/plan.h"
+#include "plan/coll.h"
 
 /* GPUBRIDGE_POLICY's names, in gbPolicy_t order; auto and tuned are no answer. */
 static int policyByName(const char* s) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "boot/topology.h"
+#include "boot/ranks.h"
 #include "boot/validate.h"
 
 static int failures;

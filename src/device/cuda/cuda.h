@@ -1,4 +1,4 @@
-/* The CUDA device (dlopen'd libcudart and libcuda): what device.c and the
+/* The CUDA device (dlopen'd libcudart and libcuda): what choose.c and the
  * NCCL island need from it. */
 #ifndef GB_DEVICE_CUDA_CUDA_H
 #define GB_DEVICE_CUDA_CUDA_H
@@ -16,7 +16,7 @@
  *  - an error: CUDA is here but unusable, or a library the user named
  *    (GPUBRIDGE_CUDART_LIBRARY, GPUBRIDGE_CUDA_LIBRARY) did not load, or
  *    GPUBRIDGE_DEVICE names a GPU that is not visible. Recorded with gbErrorSet.
- * Call once (device.c does, under its once-guard). */
+ * Call once (choose.c does, under its once-guard). */
 gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyLen);
 
 /* Makes this process's GPU current on the calling thread (cudaSetDevice, which

@@ -16,7 +16,7 @@
 #include "device/gpu/kernels/kernels.h"
 #include "os/dl.h"
 
-/* Filled once by gbDeviceCudaOpen (under device.c's once-guard), read-only after. */
+/* Filled once by gbDeviceCudaOpen (under choose.c's once-guard), read-only after. */
 static gbCudaApi_t api;
 static int apiReady;
 

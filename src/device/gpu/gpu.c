@@ -8,7 +8,7 @@
 #include "device/gpu/gpu.h"
 
 /* The runtime of the process's device, set once by gbGpuOpsFill (under
- * device.c's once-guard); the ops take no context, so they reach it here. */
+ * choose.c's once-guard); the ops take no context, so they reach it here. */
 static gbGpuRuntime_t* active;
 
 const gbGpuRuntime_t* gbGpuActive(void) { return active; }

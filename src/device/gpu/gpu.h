@@ -119,7 +119,7 @@ gbResult_t gbGpuMakeCurrent(const gbGpuRuntime_t* rt);
 
 /* Fills ops with the shared implementations over rt (run kind real, name and
  * vendor from rt, launchHostFn NULL, identify NULL: the backend sets it).
- * One GPU runtime serves a process (device.c opens one): rt becomes it. */
+ * One GPU runtime serves a process (choose.c opens one): rt becomes it. */
 void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops);
 /* That runtime; NULL before gbGpuOpsFill. */
 const gbGpuRuntime_t* gbGpuActive(void);

@@ -1,4 +1,4 @@
-/* The HIP device (dlopen'd libamdhip64): what device.c and the RCCL island
+/* The HIP device (dlopen'd libamdhip64): what choose.c and the RCCL island
  * need from it. */
 #ifndef GB_DEVICE_HIP_HIP_H
 #define GB_DEVICE_HIP_HIP_H
@@ -23,7 +23,7 @@
  *  - an error: HIP is here but unusable, or GPUBRIDGE_HIP_LIBRARY did not
  *    load, or GPUBRIDGE_DEVICE names a GPU that is not visible. Recorded with
  *    gbErrorSet.
- * Call once (device.c does, under its once-guard). */
+ * Call once (choose.c does, under its once-guard). */
 gbResult_t gbDeviceHipOpen(gbDeviceOps* ops, int* found, char* why, size_t whyLen);
 
 /* Makes this process's GPU current on the calling thread (hipSetDevice).

@@ -15,7 +15,7 @@
 #include "device/gpu/gpu.h"
 #include "os/dl.h"
 
-/* Filled once by gbDeviceHipOpen (under device.c's once-guard), read-only after. */
+/* Filled once by gbDeviceHipOpen (under choose.c's once-guard), read-only after. */
 static gbHipApi_t api;
 static int apiReady;
 
@@ -127,7 +127,7 @@ gbResult_t gbDeviceHipOpen(gbDeviceOps* ops, int* found, char* why, size_t whyLe
   if (res != gbSuccess || !*found) goto fail;
   GB_CHECK_GOTO(bindRuntime(), res, fail);
   detectEmulation();
-  /* From here on every line of this rank says so (device.c sets it again). */
+  /* From here on every line of this rank says so (choose.c sets it again). */
   if (api.emulated) gbLogSetMode(gbDeviceHipModeLabel());
 
   gbHipError_t e = api.hipGetDeviceCount(&api.rt.deviceCount);
