@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/param.h"
 #include "base/result.h"
 
@@ -33,6 +34,7 @@ static void findError(const char* errors, const char* name, char* out, size_t le
 /* The texts that do not change once the environment is read. */
 static void describeAll(void) {
   gbParamInit();
+  gbLogInit(); /* the read's warnings (unknown names) are log lines */
   const char* errors = gbParamErrors();
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
@@ -44,6 +46,7 @@ static void describeAll(void) {
 gbResult_t gbGetParamErrors(const char** errors) {
   if (!errors) return gbErrorSet(gbInvalidArgument, "gbGetParamErrors: errors is NULL");
   gbParamInit();
+  gbLogInit();
   *errors = gbParamErrors();
   return gbSuccess;
 }
