@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Shared staging slots (core/shared_slots.c): host groups whose members all
+"""Shared staging slots (stage/slots*.c): host groups whose members all
 run on one host cross over one shared segment instead of the host transport.
 
 - nvidia:2,amd:2 under flat, hierarchical and split-rail: every collective
