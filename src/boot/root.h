@@ -6,6 +6,7 @@
 #define GB_BOOT_ROOT_H
 
 #include <stdint.h>
+#include <stdatomic.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"
 #include "base/clock.h"
@@ -30,6 +31,6 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
 /* Waits until this process's root for commHash (if it runs one) has sent its
  * verdict to every rank, so the hosting process does not exit (taking the
  * root with it) while others still wait for the verdict. */
-void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int* abortFlag);
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const atomic_int* abortFlag);
 
 #endif

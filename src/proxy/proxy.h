@@ -8,6 +8,7 @@
 #define GB_PROXY_PROXY_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include "algo/algo.h"
 #include "base/clock.h"
 #include "device/device.h"
@@ -37,7 +38,7 @@ typedef struct gbProxy gbProxy_t;
 
 typedef struct {
   double timeoutSec;
-  const volatile int* abortFlag;
+  const atomic_int* abortFlag;
   void (*onError)(void* ctx, gbResult_t res); /* the first failure */
   /* For steps with a trace (NULL: none): called on the proxy thread when the
    * step starts and when it ended, with its result and the bytes its group

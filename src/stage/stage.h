@@ -25,6 +25,7 @@
 #define GB_STAGE_STAGE_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "algo/algo.h"
@@ -39,7 +40,7 @@ typedef struct {
   const gbDeviceOps* dev;
   gbProxy_t* proxy;
   double timeoutSec;             /* each host step's deadline */
-  const volatile int* abortFlag; /* the communicator's */
+  const atomic_int* abortFlag; /* the communicator's */
   int64_t pollNs;                /* a host wait's longest sleep between looks (0: by the wait): a GPU's write wakes
                                     nobody */
 } gbStageCtx_t;
