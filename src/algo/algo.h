@@ -14,8 +14,8 @@
 #ifndef GB_ALGO_ALGO_H
 #define GB_ALGO_ALGO_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"

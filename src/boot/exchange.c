@@ -1,6 +1,6 @@
 #include "boot/exchange.h"
-#include <stdatomic.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,9 @@
 #ifndef GB_BOOT_EXCHANGE_H
 #define GB_BOOT_EXCHANGE_H
 
-#include "boot/probe.h"
 #include <stdatomic.h>
+
+#include "boot/probe.h"
 #include "boot/uniqueid.h"
 
 /* On success *probesOut holds the nranks validated probes, indexed by rank

@@ -1,6 +1,6 @@
 #include "boot/mesh.h"
-#include <stdatomic.h>
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/clock.h"

@@ -5,8 +5,9 @@
 #ifndef GB_BOOT_MESH_H
 #define GB_BOOT_MESH_H
 
-#include "boot/probe.h"
 #include <stdatomic.h>
+
+#include "boot/probe.h"
 #include "boot/uniqueid.h"
 #include "net/net.h"
 

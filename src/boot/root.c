@@ -1,8 +1,8 @@
 #include "boot/root.h"
-#include <stdatomic.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

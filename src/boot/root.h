@@ -5,8 +5,8 @@
 #ifndef GB_BOOT_ROOT_H
 #define GB_BOOT_ROOT_H
 
-#include <stdint.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"
 #include "base/clock.h"

@@ -1,7 +1,7 @@
 /* Communicator start-up: probe, rendezvous and verdict, topology, the host
  * groups this rank needs, the island, the proxy thread and the stages. */
-#include <stdio.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 /* Failure, validity and teardown of a communicator. */
-#include <stdio.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -1,7 +1,7 @@
 /* PreMulSum ops of a communicator, and how every op maps to the island's
  * op, the op of an island step feeding the bridge, and the host step's op. */
-#include <stdlib.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/dtype.h"

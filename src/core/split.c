@@ -2,8 +2,8 @@
  * children's unique ids, each one all-gather run on the parent's proxy (so
  * it is ordered with the parent's queued host steps, which use the same
  * connections) and waited for here with the parent's deadline. */
-#include <stdlib.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/result.h"

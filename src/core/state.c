@@ -1,7 +1,8 @@
 /* A communicator's state as api/ asks for it: where its start-up is, its
  * first failure's text, and the wait for its queued host steps. */
-#include "base/result.h"
 #include <stdatomic.h>
+
+#include "base/result.h"
 #include "core/comm.h"
 
 int gbCommInitState(gbComm_t c) { return atomic_load_explicit(&c->initState, memory_order_acquire); }

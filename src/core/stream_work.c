@@ -1,8 +1,8 @@
 /* A collective's stream work as the communicator sees it: the flags it
  * gives stream waits, the pipeline over the stages' slots, and the
  * end-of-collective marker teardown counts. */
-#include <string.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "base/result.h"
 #include "core/comm.h"

@@ -5,8 +5,8 @@
 #ifndef GB_DEVICE_DEVICE_H
 #define GB_DEVICE_DEVICE_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
 

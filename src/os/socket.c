@@ -2,12 +2,12 @@
  * never blocks longer than a poll() of 50 ms, so deadlines and abort flags are
  * noticed. Every socket is non-blocking and close-on-exec. */
 #include "os/socket.h"
-#include <stdatomic.h>
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

@@ -4,8 +4,8 @@
 #ifndef GB_OS_SOCKET_H
 #define GB_OS_SOCKET_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include "gpubridge/gpubridge.h"

@@ -1,8 +1,8 @@
 #include "proxy/proxy.h"
-#include <stdatomic.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

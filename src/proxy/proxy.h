@@ -7,8 +7,8 @@
 #ifndef GB_PROXY_PROXY_H
 #define GB_PROXY_PROXY_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include "algo/algo.h"
 #include "base/clock.h"
 #include "device/device.h"

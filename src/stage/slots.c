@@ -3,8 +3,8 @@
  * set-up: slots_setup.c). */
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

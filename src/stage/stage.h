@@ -24,8 +24,8 @@
 #ifndef GB_STAGE_STAGE_H
 #define GB_STAGE_STAGE_H
 
-#include <stddef.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "algo/algo.h"

@@ -13,8 +13,8 @@
  *
  * Who ends a handed record: the watcher, while it polls the ring; teardown,
  * once the watcher stopped polling it and the streams drained (final). */
-#include <stdlib.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"

@@ -2,9 +2,9 @@
  * (schema gpubridge-trace/1, docs/TRACE.md), written to a temporary file
  * and renamed, so a reader never sees half a dump. */
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * watcher's: done.c), counters, readers, the observer, and the phase a
  * record is in. See trace.h for who writes what. */
 #include "trace/trace.h"
-#include <stdatomic.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

@@ -13,11 +13,11 @@
  * handler may run at any time, and must never write to a closed (or reused)
  * descriptor. */
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 

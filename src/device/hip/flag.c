@@ -5,8 +5,8 @@
  * Which path works is decided once at open by a self-test on a private
  * stream (write 1, wait for >= 1, check that the host sees 1): 64-bit ops,
  * else 32-bit ones, else host functions (hipLaunchHostFunc). */
-#include <stdint.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -4,8 +4,8 @@
  * stream first. Copies are reused: each carries a flag the stream sets once
  * past the group that used it, so a copy another stream still reads is never
  * handed out again. They go with the island (the streams drained by then). */
-#include <stdint.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "base/dtype.h"

@@ -16,8 +16,8 @@
  * A failed island is aborted rather than destroyed (ncclCommAbort), and so is
  * one whose communicator was aborted (the group's abort flag). */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* TCP connections: several sockets to one peer, opened by connect() (each
  * sending the hello) or assembled by the listener's accept(). */
-#include <stdio.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

@@ -6,9 +6,9 @@
  * (collectives that keep the proxy busy, a stalled step); the lock guards
  * everything below it in struct gbNetListener. */
 #include <errno.h>
-#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,8 +10,8 @@
  * /proc (pidfd_getfd would need ptrace attach access, refused under Yama's
  * ptrace_scope 1). Anything that fails declines, and the pair stays on TCP. */
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
