@@ -14,6 +14,7 @@
 #ifndef GB_ALGO_ALGO_H
 #define GB_ALGO_ALGO_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
@@ -27,7 +28,7 @@ typedef struct {
   const char* name;            /* "bridge", "world", "island nvidia" */
   const gbNetOps_t* net;
   double timeoutSec;           /* each call's deadline is now + timeoutSec */
-  const volatile int* abortFlag;
+  const atomic_int* abortFlag;
   size_t ringMinBytes;
   size_t pieceBytes;           /* pipelining unit inside an algorithm */
   void* scratch;               /* owned by the group, grown on demand */

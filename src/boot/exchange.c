@@ -1,5 +1,6 @@
 #include "boot/exchange.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 /* Connects (until connectBy), sends the hello and probe, reads the verdict
  * header. *fdOut is the open socket on success. */
 static gbResult_t sendProbe(const gbBootId_t* id, const gbProbe_t* mine, gbDeadline_t connectBy, gbDeadline_t verdictBy,
-                            double timeoutSec, const volatile int* abortFlag, const char* rootText,
+                            double timeoutSec, const atomic_int* abortFlag, const char* rootText,
                             gbVerdictHeader_t* h, int* fdOut) {
   int fd = -1;
   *fdOut = -1;
@@ -69,7 +70,7 @@ static gbResult_t sendProbe(const gbBootId_t* id, const gbProbe_t* mine, gbDeadl
 
 /* Reads the verdict's text and returns its error, text recorded. */
 static gbResult_t readFailure(int fd, const gbVerdictHeader_t* h, gbDeadline_t verdictBy,
-                              const volatile int* abortFlag, int* heard) {
+                              const atomic_int* abortFlag, int* heard) {
   char* text = calloc(1, (size_t)h->textLen + 1);
   gbResult_t res = text ? gbSockRecvAll(fd, text, h->textLen, verdictBy, abortFlag, "verdict text") : gbSystemError;
   if (res == gbSuccess) {
@@ -84,7 +85,7 @@ static gbResult_t readFailure(int fd, const gbVerdictHeader_t* h, gbDeadline_t v
 }
 
 gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double timeoutSec,
-                          const volatile int* abortFlag, gbProbe_t** probesOut) {
+                          const atomic_int* abortFlag, gbProbe_t** probesOut) {
   char rootText[96];
   gbSockAddrString(&id->root, rootText, sizeof(rootText));
   gbDeadline_t connectBy = gbDeadlineIn(timeoutSec);

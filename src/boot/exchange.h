@@ -3,6 +3,8 @@
 #ifndef GB_BOOT_EXCHANGE_H
 #define GB_BOOT_EXCHANGE_H
 
+#include <stdatomic.h>
+
 #include "boot/probe.h"
 #include "boot/uniqueid.h"
 
@@ -11,7 +13,7 @@
  * last error (the same bytes on every rank). Connecting is retried until the
  * timeout; the verdict is awaited a little longer than the root's deadline. */
 gbResult_t gbBootExchange(const gbBootId_t* id, const gbProbe_t* mine, double timeoutSec,
-                          const volatile int* abortFlag, gbProbe_t** probesOut);
+                          const atomic_int* abortFlag, gbProbe_t** probesOut);
 
 /* A process that cannot join tells the root why (a probe of kind
  * GB_PROBE_REPORT: its rank, or -1 when unknown, the world size it was

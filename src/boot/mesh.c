@@ -1,5 +1,6 @@
 #include "boot/mesh.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -7,7 +8,7 @@
 
 gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, const gbProbe_t* probes,
                              const gbBootId_t* id, int nsocks, const gbMeshGroup_t* g, double timeoutSec,
-                             const volatile int* abortFlag, gbNetConn_t** conns) {
+                             const atomic_int* abortFlag, gbNetConn_t** conns) {
   gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
   int myRank = g->ranks[g->me];
   gbResult_t res = gbSuccess;

@@ -5,6 +5,8 @@
 #ifndef GB_BOOT_MESH_H
 #define GB_BOOT_MESH_H
 
+#include <stdatomic.h>
+
 #include "boot/probe.h"
 #include "boot/uniqueid.h"
 #include "net/net.h"
@@ -21,6 +23,6 @@ typedef struct {
  * failure every connection made is closed. */
 gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, const gbProbe_t* probes,
                              const gbBootId_t* id, int nsocks, const gbMeshGroup_t* group, double timeoutSec,
-                             const volatile int* abortFlag, gbNetConn_t** conns);
+                             const atomic_int* abortFlag, gbNetConn_t** conns);
 
 #endif

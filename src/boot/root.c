@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +74,11 @@ static void rootFinished(uint64_t hash) {
   pthread_mutex_unlock(&rootsLock);
 }
 
-void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int* abortFlag) {
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const atomic_int* abortFlag) {
   pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
   while (rootFind(commHash) >= 0 && !gbDeadlinePassed(deadline) &&
-         !(abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE))) {
+         !(abortFlag && atomic_load_explicit(abortFlag, memory_order_acquire))) {
     gbCondWaitMs(&rootsDone, &rootsLock, gbDeadlineRemainingMs(deadline, 50) + 1);
   }
   pthread_mutex_unlock(&rootsLock);

@@ -5,6 +5,7 @@
 #ifndef GB_BOOT_ROOT_H
 #define GB_BOOT_ROOT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
 #include "net/net.h"
@@ -30,6 +31,6 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
 /* Waits until this process's root for commHash (if it runs one) has sent its
  * verdict to every rank, so the hosting process does not exit (taking the
  * root with it) while others still wait for the verdict. */
-void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const volatile int* abortFlag);
+void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const atomic_int* abortFlag);
 
 #endif

@@ -4,6 +4,7 @@
 #define GB_CORE_COMM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 
@@ -84,7 +85,7 @@ struct gbComm {
   gbCommRedOp_t redops[GB_COMM_MAX_REDOPS];
   gbCommCell_t* cells;      /* every PreMulSum scalar cell (teardown frees them) */
   gbCommCell_t* cellsFree;  /* reusable now (caller thread) */
-  gbCommCell_t* cellsReleased; /* reusable, handed back by the proxy (atomic push; the caller takes them all) */
+  gbCommCell_t* _Atomic cellsReleased; /* reusable, handed back by the proxy (atomic push; the caller takes them all) */
   gbStageCtx_t stageCtx;    /* what every stage of this comm is given */
   gbStagePool_t* pool;      /* the private stages' slots */
   gbStage_t* p2p[2];        /* send/recv's host part: [0] bulk, [1] the world's channels (NULL: none) */
@@ -100,10 +101,10 @@ struct gbComm {
   uint64_t streamPosted;    /* collectives enqueued on streams */
   uint64_t seq;             /* collectives enqueued */
 
-  volatile int abortFlag;
-  int callsInFlight;        /* threads inside gbCommFinalize (abort waits for them) */
-  int asyncError;           /* gbResult_t; first failure wins: gbCommAsyncError, set with errorLock held */
-  volatile int initState;
+  atomic_int abortFlag;
+  atomic_int callsInFlight;       /* threads inside gbCommFinalize (abort waits for them) */
+  atomic_int asyncError;       /* gbResult_t; first failure wins: gbCommAsyncError, set with errorLock held */
+  atomic_int initState;
   pthread_t initThread;
   int initThreadStarted;
   pthread_mutex_t errorLock;
@@ -249,12 +250,12 @@ gbResult_t gbCommEnqueueEmpty(gbComm_t comm, const gbCommCall_t* call, void* str
  * with the release in gbCommSetAsyncError: a reader that sees a failure also
  * sees its whole errorText, which is written before. */
 static inline gbResult_t gbCommAsyncError(gbComm_t comm) {
-  return (gbResult_t)__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  return (gbResult_t)atomic_load_explicit(&comm->asyncError, memory_order_acquire);
 }
 /* Records res as the first failure (errorLock held): the text, then the code. */
 static inline void gbCommSetAsyncError(gbComm_t comm, gbResult_t res, const char* text) {
   snprintf(comm->errorText, sizeof(comm->errorText), "%s", text);
-  __atomic_store_n(&comm->asyncError, (int)res, __ATOMIC_RELEASE);
+  atomic_store_explicit(&comm->asyncError, (int)res, memory_order_release);
 }
 
 #endif

@@ -1,5 +1,6 @@
 /* Communicator start-up: probe, rendezvous and verdict, topology, the host
  * groups this rank needs, the island, the proxy thread and the stages. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ gbResult_t gbCommAlloc(gbComm_t* out) {
   struct gbComm* c = calloc(1, sizeof(struct gbComm));
   if (!c) return gbErrorSet(gbSystemError, "out of memory for a communicator");
   c->magic = GB_COMM_MAGIC;
-  c->initState = GB_INIT_RUNNING;
+  atomic_store_explicit(&c->initState, GB_INIT_RUNNING, memory_order_relaxed);
   pthread_mutex_init(&c->errorLock, NULL);
   gbResult_t res = gbCommRegister(c);
   if (res != gbSuccess) {
@@ -192,11 +193,11 @@ static void warnUnchecked(gbComm_t c, const gbProbe_t* probes) {
 /* A simulated label that names no vendor (a typo such as "nvida") forms
  * an island of its own without complaint: rank 0 says so, once per process. */
 static void warnUnknownVendors(gbComm_t c) {
-  static int warned;
+  static atomic_int warned;
   char labels[256], islands[512];
   if (c->rank != 0 || c->settings.splitTest) return;
   int n = gbTopoUnknownVendors(&c->topo, labels, sizeof(labels));
-  if (n == 0 || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  if (n == 0 || atomic_exchange_explicit(&warned, 1, memory_order_relaxed)) return;
   GB_WARN("vendor label%s %s %s no known vendor (nvidia, amd, intel, cpu), so %s an island of its own; the islands "
           "are %s; check GPUBRIDGE_VENDOR or GPUBRIDGE_VENDORS for a typo (a label of your own is fine where meant)",
           n > 1 ? "s" : "", labels, n > 1 ? "are" : "is", n > 1 ? "each forms" : "it forms",

@@ -1,4 +1,5 @@
 /* Failure, validity and teardown of a communicator. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,8 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
     first = 1;
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
-  __atomic_store_n(&c->abortFlag, 1, __ATOMIC_RELEASE);
-  if (c->initState == GB_INIT_DONE) {
+  atomic_store_explicit(&c->abortFlag, 1, memory_order_release);
+  if (atomic_load_explicit(&c->initState, memory_order_relaxed) == GB_INIT_DONE) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
     shutdownGroup(c, &c->world);
@@ -59,7 +60,7 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
   pthread_mutex_unlock(&c->errorLock);
   /* The connections are shut, so peers hear at once; then this rank's dump.
    * On the proxy this runs before the failed step releases its stream. */
-  if (!first || !c->trace || __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE) != GB_INIT_DONE) return;
+  if (!first || !c->trace || atomic_load_explicit(&c->initState, memory_order_acquire) != GB_INIT_DONE) return;
   if (!why) why = res == gbTimeout ? "timeout" : c->cause.faultRank != c->rank ? "peer-failure" : "error";
   gbTraceDumpOnTrouble(c->trace, why);
 }
@@ -87,11 +88,11 @@ void gbCommFree(gbComm_t c) {
   /* Another thread inside gbCommFinalize leaves within one of its polls once
    * the abort flag is set; wait for that, with a deadline. */
   gbDeadline_t leave = gbDeadlineIn(5.0);
-  while (__atomic_load_n(&c->callsInFlight, __ATOMIC_ACQUIRE) > 0 && !gbDeadlinePassed(leave)) {
+  while (atomic_load_explicit(&c->callsInFlight, memory_order_acquire) > 0 && !gbDeadlinePassed(leave)) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
-  int failed = gbCommAsyncError(c) != gbSuccess || c->abortFlag;
+  int failed = gbCommAsyncError(c) != gbSuccess || atomic_load_explicit(&c->abortFlag, memory_order_relaxed);
   /* A failed island is aborted before the streams are drained: a vendor
    * library's kernels may wait for a dead peer, and nothing else ends them. */
   if (failed && c->islandComm && c->islandComm->ops->abort) c->islandComm->ops->abort(c->islandComm);

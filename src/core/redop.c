@@ -1,5 +1,6 @@
 /* PreMulSum ops of a communicator, and how every op maps to the island's
  * op, the op of an island step feeding the bridge, and the host step's op. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ static gbCommRedOp_t* lookup(gbComm_t c, gbRedOp_t op) {
 
 /* A reusable cell of c, or a new one (caller thread). */
 static gbResult_t cellTake(gbComm_t c, gbCommCell_t** out) {
-  if (!c->cellsFree) c->cellsFree = __atomic_exchange_n(&c->cellsReleased, NULL, __ATOMIC_ACQUIRE);
+  if (!c->cellsFree) c->cellsFree = atomic_exchange_explicit(&c->cellsReleased, NULL, memory_order_acquire);
   gbCommCell_t* k = c->cellsFree;
   if (k) {
     c->cellsFree = k->nextFree;
@@ -49,9 +50,10 @@ static void cellGive(gbComm_t c, gbCommCell_t* k) {
 static gbResult_t cellReleased(void* arg) {
   gbCommCell_t* k = arg;
   gbComm_t c = k->comm;
-  if (__atomic_load_n(&c->abortFlag, __ATOMIC_ACQUIRE)) return gbSuccess;
-  k->nextFree = __atomic_load_n(&c->cellsReleased, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(&c->cellsReleased, &k->nextFree, k, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  if (atomic_load_explicit(&c->abortFlag, memory_order_acquire)) return gbSuccess;
+  k->nextFree = atomic_load_explicit(&c->cellsReleased, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&c->cellsReleased, &k->nextFree, k, memory_order_release,
+                                                memory_order_relaxed)) {
   }
   return gbSuccess;
 }

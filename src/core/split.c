@@ -2,6 +2,7 @@
  * children's unique ids, each one all-gather run on the parent's proxy (so
  * it is ordered with the parent's queued host steps, which use the same
  * connections) and waited for here with the parent's deadline. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +17,14 @@
 typedef struct {
   gbComm_t comm;
   gbFlag_t done;
-  int refs;
+  atomic_int refs;
   size_t bytes;
   char all[];     /* [nranks][bytes], mine already in place */
 } gather_t;
 
 static void dropGather(void* arg) {
   gather_t* g = arg;
-  if (__atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) free(g);
+  if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) free(g);
 }
 
 static gbResult_t runGather(void* arg) {
@@ -41,7 +42,7 @@ static gbResult_t parentAllGather(gbComm_t c, const void* mine, void* all, size_
   gather_t* g = calloc(1, sizeof(gather_t) + total);
   if (!g) return gbErrorSet(gbSystemError, "gbCommSplit: out of memory");
   g->comm = c;
-  g->refs = 2; /* the caller's and the proxy step's (freeArg drops it, also when the step never runs) */
+  atomic_init(&g->refs, 2); /* the caller's and the proxy step's (freeArg drops it, also when the step never runs) */
   g->bytes = bytes;
   memcpy(g->all + (size_t)c->rank * bytes, mine, bytes);
   gbProxyOp_t op;

@@ -1,9 +1,11 @@
 /* A communicator's state as api/ asks for it: where its start-up is, its
  * first failure's text, and the wait for its queued host steps. */
+#include <stdatomic.h>
+
 #include "base/result.h"
 #include "core/comm.h"
 
-int gbCommInitState(gbComm_t c) { return __atomic_load_n(&c->initState, __ATOMIC_ACQUIRE); }
+int gbCommInitState(gbComm_t c) { return atomic_load_explicit(&c->initState, memory_order_acquire); }
 
 void gbCommInitEnd(gbComm_t c, gbResult_t res) {
   if (res != gbSuccess) {
@@ -13,7 +15,7 @@ void gbCommInitEnd(gbComm_t c, gbResult_t res) {
     pthread_mutex_unlock(&c->errorLock);
   }
   /* Release: a thread that sees "done" also sees everything init built. */
-  __atomic_store_n(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, __ATOMIC_RELEASE);
+  atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
 }
 
 const char* gbCommErrorText(gbComm_t c) { return c->errorText; }
@@ -26,9 +28,9 @@ const char* gbCommFailureText(gbComm_t c) {
 }
 
 gbResult_t gbCommDrain(gbComm_t c) {
-  __atomic_add_fetch(&c->callsInFlight, 1, __ATOMIC_ACQ_REL);
+  atomic_fetch_add_explicit(&c->callsInFlight, 1, memory_order_acq_rel);
   gbResult_t res = gbProxyDrain(c->proxy, gbDeadlineIn(c->settings.timeoutSec));
   if (res != gbSuccess && gbCommAsyncError(c) != gbSuccess) gbErrorRecord(c->errorText);
-  __atomic_sub_fetch(&c->callsInFlight, 1, __ATOMIC_ACQ_REL);
+  atomic_fetch_sub_explicit(&c->callsInFlight, 1, memory_order_acq_rel);
   return res;
 }

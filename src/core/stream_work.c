@@ -1,6 +1,7 @@
 /* A collective's stream work as the communicator sees it: the flags it
  * gives stream waits, the pipeline over the stages' slots, and the
  * end-of-collective marker teardown counts. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/result.h"
@@ -20,7 +21,9 @@ static gbResult_t markerRun(void* arg) {
   (void)arg;
   return gbSuccess;
 }
-static void markerDone(void* arg) { __atomic_add_fetch(&((gbComm_t)arg)->streamDone->value, 1, __ATOMIC_RELEASE); }
+static void markerDone(void* arg) {
+  atomic_fetch_add_explicit(&((gbComm_t)arg)->streamDone->value, 1, memory_order_release);
+}
 
 static gbResult_t tracedMarkerRun(void* arg) {
   gbTraceFinish(arg, gbRecordDone, gbSuccess, 0);
@@ -29,7 +32,7 @@ static gbResult_t tracedMarkerRun(void* arg) {
 static void tracedMarkerDone(void* arg) {
   gbTraceEntry_t* e = arg;
   gbComm_t c = e->comm;
-  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) gbTraceFinishDropped(e, 0);
+  if (atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight) gbTraceFinishDropped(e, 0);
   markerDone(c);
 }
 

@@ -5,6 +5,7 @@
 #ifndef GB_DEVICE_DEVICE_H
 #define GB_DEVICE_DEVICE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
@@ -17,13 +18,20 @@
  * An error set together with a value releases waiters only once that value
  * is in (errorValue), so the store of value stays the last touch. */
 typedef struct {
-  volatile uint64_t value;
-  volatile int error;
+  _Atomic uint64_t value;
+  atomic_int error;
   int timeoutSec; /* the deadline of the work that releases it, set by its owner (0: GPUBRIDGE_TIMEOUT's) */
   int pollNs;     /* a host waiter sleeps at most this long between looks (0: by its wait, os/backoff.h), set by
                      its owner: a GPU's write wakes nobody */
-  volatile uint64_t errorValue; /* with error: the value its setter stores after it (0: none) */
+  _Atomic uint64_t errorValue; /* with error: the value its setter stores after it (0: none) */
 } gbFlag_t;
+/* GPUs write value at its address (cuStreamWriteValue64) and a flag array's
+ * addresses are base + index * sizeof(gbFlag_t): the atomics keep the layout. */
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && _Alignof(_Atomic uint64_t) == 8,
+               "a flag's value is a plain 64-bit word");
+_Static_assert(sizeof(gbFlag_t) == 32 && _Alignof(gbFlag_t) == 8, "gbFlag_t's layout is the GPUs'");
+_Static_assert(offsetof(gbFlag_t, value) == 0 && offsetof(gbFlag_t, error) == 8 && offsetof(gbFlag_t, errorValue) == 24,
+               "gbFlag_t's layout is the GPUs'");
 
 /* A stream's wait for a flag outlives the deadline of the work that releases
  * it by this much: whoever owns the flag releases it (or sets its error) first. */
@@ -129,7 +137,7 @@ const gbDeviceOps* gbDeviceUnusableOps(void);
  * until the deadline (seconds from now) or *abortFlag. Returns gbSuccess,
  * the flag's error, gbTimeout, or gbRemoteError when aborted. */
 gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
-                          const volatile int* abortFlag);
+                          const atomic_int* abortFlag);
 /* How long a stream waits for flag: its timeoutSec plus the margin, or
  * fallbackSec (GPUBRIDGE_TIMEOUT's plus the margin) when its owner set none. */
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec);

@@ -73,26 +73,26 @@ void gbFlagSetHost(gbFlag_t* flag, uint64_t value, int error) {
    * it; with errorValue, so that the error alone does not release a waiter
    * (which might free the flag before the store of value below). */
   if (error != 0) {
-    __atomic_store_n(&flag->errorValue, value, __ATOMIC_RELAXED);
-    __atomic_store_n(&flag->error, error, __ATOMIC_RELEASE);
+    atomic_store_explicit(&flag->errorValue, value, memory_order_relaxed);
+    atomic_store_explicit(&flag->error, error, memory_order_release);
   }
   /* The address is taken before the store: after it, flag may be freed. */
   uint32_t* word = futexWord(flag);
-  __atomic_store_n(&flag->value, value, __ATOMIC_SEQ_CST);
+  atomic_store_explicit(&flag->value, value, memory_order_seq_cst);
   /* From here on nothing reads or writes *flag (see sleepers). */
   if (word && atomic_load_explicit(sleepersOf(word), memory_order_seq_cst) > 0)
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
 }
 
 /* 1 when the wait is over; *res says how. */
-static int check(gbFlag_t* flag, uint64_t target, const volatile int* abortFlag, gbResult_t* res) {
+static int check(gbFlag_t* flag, uint64_t target, const atomic_int* abortFlag, gbResult_t* res) {
   /* Value before error: the setter stores the error first, so reading the
    * value with acquire makes an error stored with it visible. */
-  uint64_t v = __atomic_load_n(&flag->value, __ATOMIC_ACQUIRE);
-  int e = __atomic_load_n(&flag->error, __ATOMIC_ACQUIRE);
+  uint64_t v = atomic_load_explicit(&flag->value, memory_order_acquire);
+  int e = atomic_load_explicit(&flag->error, memory_order_acquire);
   /* An error set with a value is final once the value is in (its setter is
    * then done with the flag); until then the setter's next store is due. */
-  if (e != 0 && v >= __atomic_load_n(&flag->errorValue, __ATOMIC_RELAXED)) {
+  if (e != 0 && v >= atomic_load_explicit(&flag->errorValue, memory_order_relaxed)) {
     *res = (gbResult_t)e;
     return 1;
   }
@@ -101,7 +101,7 @@ static int check(gbFlag_t* flag, uint64_t target, const volatile int* abortFlag,
     *res = gbSuccess;
     return 1;
   }
-  if (abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) {
+  if (abortFlag && atomic_load_explicit(abortFlag, memory_order_acquire)) {
     *res = gbErrorSet(gbRemoteError,
                       "aborted while waiting for a flag to reach %llu (it holds %llu): "
                       "the communicator was aborted",
@@ -112,7 +112,7 @@ static int check(gbFlag_t* flag, uint64_t target, const volatile int* abortFlag,
 }
 
 gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
-                          const volatile int* abortFlag) {
+                          const atomic_int* abortFlag) {
   gbResult_t res = gbSuccess;
   gbDeadline_t deadline = gbDeadlineIn(timeoutSec);
   int64_t start = gbClockNowNs();
@@ -122,7 +122,7 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
     gbOsBackoff(waited, GB_OS_YIELD_WOKEN_NS, flag->pollNs);
   }
   for (;;) {
-    uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_SEQ_CST);
+    uint64_t seen = atomic_load_explicit(&flag->value, memory_order_seq_cst);
     if (check(flag, value, abortFlag, &res)) return res;
     if (gbDeadlinePassed(deadline)) break;
     sleepOn(flag, seen, gbClockNowNs() - start);
@@ -134,5 +134,5 @@ gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
                     "releases it did not finish; look for an earlier error on this or another "
                     "rank, or raise GPUBRIDGE_TIMEOUT",
                     timeoutSec, (unsigned long long)value,
-                    (unsigned long long)__atomic_load_n(&flag->value, __ATOMIC_ACQUIRE));
+                    (unsigned long long)atomic_load_explicit(&flag->value, memory_order_acquire));
 }

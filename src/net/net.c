@@ -30,8 +30,8 @@ const gbNetOps_t* gbNetGet(int transport) {
 static const gbNetOps_t* opsOf(gbNetReq_t* r) { return *(const gbNetOps_t* const*)r; }
 
 /* Another thread sets the flag: an atomic load keeps the read well defined. */
-static int aborted(const volatile int* abortFlag) {
-  return abortFlag != NULL && __atomic_load_n(abortFlag, __ATOMIC_RELAXED) != 0;
+static int aborted(const atomic_int* abortFlag) {
+  return abortFlag != NULL && atomic_load_explicit(abortFlag, memory_order_relaxed) != 0;
 }
 
 /* Rounds are numbered process-wide, so waits on different threads never
@@ -74,7 +74,7 @@ void gbNetCauseText(char* out, size_t len, const char* group, int peerRank, cons
              group, k->faultRank, k->seenBy, k->text, peerRank, what);
 }
 
-static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const volatile int* abortFlag) {
+static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const atomic_int* abortFlag) {
   gbNetLabel_t label;
   int isSend;
   size_t bytes;
@@ -96,7 +96,7 @@ static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const volati
   return res;
 }
 
-gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const volatile int* abortFlag) {
+gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline, const atomic_int* abortFlag) {
   if (n <= 0) return gbSuccess;
   gbNetReq_t* pendStack[STACK_REQS];
   struct pollfd fdStack[STACK_FDS];

@@ -9,6 +9,7 @@
 #define GB_NET_NET_H
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "gpubridge/gpubridge.h"
@@ -72,12 +73,12 @@ typedef struct gbNetOps {
   /* Waits (serving the listener) until the connection from srcRank for tag
    * is complete. */
   gbResult_t (*accept)(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
-                       gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+                       gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
   void (*listenerClose)(gbNetListener_t* l);
 
   /* Opens hello->nsocks sockets to addr, each sending the hello. */
   gbResult_t (*connect)(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
-                        gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+                        gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
 
   gbResult_t (*isend)(gbNetConn_t* c, const void* buf, size_t bytes, gbNetReq_t** req);
   gbResult_t (*irecv)(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** req);
@@ -111,7 +112,7 @@ const gbNetOps_t* gbNetGet(int transport);
  * until the deadline or abort. On failure the remaining requests are
  * abandoned with their connections; the message names the peer and group. */
 gbResult_t gbNetWaitAll(gbNetReq_t** reqs, int n, gbDeadline_t deadline,
-                        const volatile int* abortFlag);
+                        const atomic_int* abortFlag);
 
 /* Which rank a failure of this thread's requests blames. A transport (or
  * gbNetWaitAll) that fails notes, with its error text, the cause: seenBy -1

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -28,8 +29,8 @@ static void setNoDelay(int fd) {
 }
 
 /* Another thread sets the flag: an atomic load keeps the read well defined. */
-static int aborted(const volatile int* abortFlag) {
-  return abortFlag != NULL && __atomic_load_n(abortFlag, __ATOMIC_RELAXED) != 0;
+static int aborted(const atomic_int* abortFlag) {
+  return abortFlag != NULL && atomic_load_explicit(abortFlag, memory_order_relaxed) != 0;
 }
 
 gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boundOut) {
@@ -75,7 +76,7 @@ static int retryable(int e) {
 
 /* One attempt: 0 with *fdOut set, else the errno of the failure (the socket
  * is closed). A pending connect is awaited until the deadline or abort. */
-static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const volatile int* abortFlag,
+static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
                        int* fdOut) {
   int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
@@ -105,7 +106,7 @@ static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const vo
   return 0;
 }
 
-gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline, const volatile int* abortFlag,
+gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
                          int* fdOut) {
   char as[80], eb[128];
   int64_t start = gbClockNowNs();
@@ -210,7 +211,7 @@ ssize_t gbSockTryRecv(int fd, void* buf, size_t len, char* err, size_t errLen) {
 
 /* The loop behind SendAll and RecvAll. */
 static gbResult_t moveAll(int fd, char* buf, size_t len, int sending, gbDeadline_t deadline,
-                          const volatile int* abortFlag, const char* what) {
+                          const atomic_int* abortFlag, const char* what) {
   char err[128];
   size_t done = 0;
   while (done < len) {
@@ -238,12 +239,12 @@ static gbResult_t moveAll(int fd, char* buf, size_t len, int sending, gbDeadline
 }
 
 gbResult_t gbSockSendAll(int fd, const void* buf, size_t len, gbDeadline_t deadline,
-                         const volatile int* abortFlag, const char* what) {
+                         const atomic_int* abortFlag, const char* what) {
   return moveAll(fd, (char*)buf, len, 1, deadline, abortFlag, what);
 }
 
 gbResult_t gbSockRecvAll(int fd, void* buf, size_t len, gbDeadline_t deadline,
-                         const volatile int* abortFlag, const char* what) {
+                         const atomic_int* abortFlag, const char* what) {
   return moveAll(fd, (char*)buf, len, 0, deadline, abortFlag, what);
 }
 

@@ -4,6 +4,7 @@
 #ifndef GB_OS_SOCKET_H
 #define GB_OS_SOCKET_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -40,7 +41,7 @@ gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boun
 /* Connects to addr, retrying refused connections until the deadline or abort.
  * The returned socket is non-blocking with TCP_NODELAY. */
 gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline,
-                         const volatile int* abortFlag, int* fdOut);
+                         const atomic_int* abortFlag, int* fdOut);
 /* Accepts one pending connection if there is one. *fdOut = -1 when none
  * (errno 0) or when the process or system is out of descriptors or buffers
  * (errno EMFILE, ENFILE, ENOBUFS or ENOMEM): a temporary state, the
@@ -50,9 +51,9 @@ gbResult_t gbSockAccept(int listenFd, int* fdOut, gbSockAddr_t* peerOut);
 /* Sends/receives exactly len bytes, waiting with poll() up to the deadline.
  * what names the exchange in error messages ("hello to rank 3"). */
 gbResult_t gbSockSendAll(int fd, const void* buf, size_t len, gbDeadline_t deadline,
-                         const volatile int* abortFlag, const char* what);
+                         const atomic_int* abortFlag, const char* what);
 gbResult_t gbSockRecvAll(int fd, void* buf, size_t len, gbDeadline_t deadline,
-                         const volatile int* abortFlag, const char* what);
+                         const atomic_int* abortFlag, const char* what);
 
 /* One non-blocking attempt: bytes moved (>= 0, 0 meaning "would block"), or
  * -1 with the cause written to err (peer closed, reset, ...). */

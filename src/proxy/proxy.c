@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,7 +123,7 @@ gbResult_t gbProxyDrain(gbProxy_t* p, gbDeadline_t deadline) {
   gbResult_t res = gbSuccess;
   pthread_mutex_lock(&p->lock);
   while ((p->len > 0 || p->busy) && res == gbSuccess) {
-    if (p->cfg.abortFlag && __atomic_load_n(p->cfg.abortFlag, __ATOMIC_ACQUIRE)) {
+    if (p->cfg.abortFlag && atomic_load_explicit(p->cfg.abortFlag, memory_order_acquire)) {
       res = gbErrorSet(gbRemoteError, "gbCommFinalize: the communicator was aborted");
       break;
     }

@@ -7,6 +7,7 @@
 #ifndef GB_PROXY_PROXY_H
 #define GB_PROXY_PROXY_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include "algo/algo.h"
 #include "base/clock.h"
@@ -37,7 +38,7 @@ typedef struct gbProxy gbProxy_t;
 
 typedef struct {
   double timeoutSec;
-  const volatile int* abortFlag;
+  const atomic_int* abortFlag;
   void (*onError)(void* ctx, gbResult_t res); /* the first failure */
   /* For steps with a trace (NULL: none): called on the proxy thread when the
    * step starts and when it ended, with its result and the bytes its group

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +121,7 @@ static gbResult_t counterStep(void* arg) {
       return gbSuccess;
     }
     GB_CHECK(peerProblem(sh, waiting, looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
-    if (sh->ctx.abortFlag && __atomic_load_n(sh->ctx.abortFlag, __ATOMIC_ACQUIRE))
+    if (sh->ctx.abortFlag && atomic_load_explicit(sh->ctx.abortFlag, memory_order_acquire))
       return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
     int64_t now = gbClockNowNs();
     if (now > deadline) {

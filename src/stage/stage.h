@@ -24,6 +24,7 @@
 #ifndef GB_STAGE_STAGE_H
 #define GB_STAGE_STAGE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,7 +40,7 @@ typedef struct {
   const gbDeviceOps* dev;
   gbProxy_t* proxy;
   double timeoutSec;             /* each host step's deadline */
-  const volatile int* abortFlag; /* the communicator's */
+  const atomic_int* abortFlag; /* the communicator's */
   int64_t pollNs;                /* a host wait's longest sleep between looks (0: by the wait): a GPU's write wakes
                                     nobody */
 } gbStageCtx_t;

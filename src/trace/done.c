@@ -13,6 +13,7 @@
  *
  * Who ends a handed record: the watcher, while it polls the ring; teardown,
  * once the watcher stopped polling it and the streams drained (final). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +40,8 @@ gbResult_t gbTraceDoneCreate(gbTrace_t* t) {
   int mode = (int)gbParamInt(GB_PARAM_TRACE_DONE);
   int hostFns = dev->launchHostFn != NULL;
   if (mode == GB_TRACE_DONE_MARKER && !hostFns) {
-    static int warned;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    static atomic_int warned;
+    if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
       GB_WARN("GPUBRIDGE_TRACE_DONE=marker: this device (%s) runs no host functions on streams, so the flight "
               "recorder ends records by flag instead; set GPUBRIDGE_TRACE_DONE=auto to silence this",
               dev->name);
@@ -76,8 +77,9 @@ void gbTraceDoneDestroy(gbTrace_t* t) {
 
 gbResult_t gbTraceDoneWrite(gbTrace_t* t, gbTraceEntry_t* e, void* stream) {
   const gbDeviceOps* dev = t->setup.dev;
-  uint64_t k = e->id & t->mask;
-  uint64_t use = useOf(t, e->id);
+  uint64_t id = atomic_load_explicit(&e->id, memory_order_relaxed);
+  uint64_t k = id & t->mask;
+  uint64_t use = useOf(t, id);
   gbResult_t res =
       dev->flagWriteMapped
           ? dev->flagWriteMapped(&t->doneFlags[k], (char*)t->doneMapped + k * sizeof(gbFlag_t), use, stream)
@@ -88,8 +90,8 @@ gbResult_t gbTraceDoneWrite(gbTrace_t* t, gbTraceEntry_t* e, void* stream) {
   }
   /* Counted before it is handed over, so the watcher never counts it out
    * first; seq_cst, against the watcher's look before it goes idle. */
-  __atomic_add_fetch(&t->flagsPending, 1, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&e->byFlag, 1u, __ATOMIC_RELEASE);
+  atomic_fetch_add_explicit(&t->flagsPending, 1, memory_order_seq_cst);
+  atomic_store_explicit(&e->byFlag, 1u, memory_order_release);
   gbTraceWatchWake();
   return gbSuccess;
 }
@@ -97,14 +99,14 @@ gbResult_t gbTraceDoneWrite(gbTrace_t* t, gbTraceEntry_t* e, void* stream) {
 /* Ends handed record e (number id) when its flag tells: 1 when it did. */
 static int endOne(gbTrace_t* t, gbTraceEntry_t* e, uint64_t id, int failed) {
   gbFlag_t* f = &t->doneFlags[id & t->mask];
-  if (__atomic_load_n(&f->value, __ATOMIC_ACQUIRE) >= useOf(t, id)) {
+  if (atomic_load_explicit(&f->value, memory_order_acquire) >= useOf(t, id)) {
     gbTraceRecordFinish(t, e, gbRecordDone, gbSuccess, GB_RECORD_DEVICE_DONE);
     return 1;
   }
   /* The host device's stream dropped the write after an error: as the
    * marker's drop. The error goes before the entry can be reused. */
-  if (__atomic_load_n(&f->error, __ATOMIC_ACQUIRE) != 0) {
-    __atomic_store_n(&f->error, 0, __ATOMIC_RELAXED);
+  if (atomic_load_explicit(&f->error, memory_order_acquire) != 0) {
+    atomic_store_explicit(&f->error, 0, memory_order_relaxed);
     gbTraceRecordDropped(t, e, GB_RECORD_DEVICE_DONE);
     return 1;
   }
@@ -118,9 +120,9 @@ static int endOne(gbTrace_t* t, gbTraceEntry_t* e, uint64_t id, int failed) {
 }
 
 uint64_t gbTraceDonePoll(gbTrace_t* t, int final) {
-  int failed = final || __atomic_load_n(&t->failSettled, __ATOMIC_ACQUIRE);
+  int failed = final || atomic_load_explicit(&t->failSettled, memory_order_acquire);
   /* Acquire: every record up to next is completely taken. */
-  uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+  uint64_t next = atomic_load_explicit(&t->next, memory_order_acquire);
   uint64_t lo = next >= t->cap ? next - t->cap + 1 : 1; /* older entries were reused, so had ended */
   uint64_t id = t->scanFrom > lo ? t->scanFrom : lo;
   int settled = 1; /* every record below id has ended */
@@ -129,9 +131,9 @@ uint64_t gbTraceDonePoll(gbTrace_t* t, int final) {
     gbTraceEntry_t* e = &t->e[id & t->mask];
     /* State and byFlag first, then id: an id still equal means both are
      * this record's (a reuse stores id before them). */
-    int state = __atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE);
-    uint32_t handed = __atomic_load_n(&e->byFlag, __ATOMIC_ACQUIRE);
-    uint64_t held = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+    int state = atomic_load_explicit(&e->rec.state, memory_order_acquire);
+    uint32_t handed = atomic_load_explicit(&e->byFlag, memory_order_acquire);
+    uint64_t held = atomic_load_explicit(&e->id, memory_order_acquire);
     int over;
     if (held > id) over = 1; /* reused: this one ended */
     else if (held != id) over = 0; /* given back (gbTraceRecordCancel) and maybe taken again */
@@ -141,6 +143,6 @@ uint64_t gbTraceDonePoll(gbTrace_t* t, int final) {
     if (!over) settled = 0;
     else if (settled) t->scanFrom = id + 1;
   }
-  if (ended) __atomic_sub_fetch(&t->flagsPending, ended, __ATOMIC_SEQ_CST);
-  return __atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST);
+  if (ended) atomic_fetch_sub_explicit(&t->flagsPending, ended, memory_order_seq_cst);
+  return atomic_load_explicit(&t->flagsPending, memory_order_seq_cst);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,11 +192,11 @@ static void putRing(out_t* o, const gbTrace_t* t, const gbCollRecord_t* recs, in
     if (!blocked) lastCompleted = recs[i].seq;
   }
   putf(o, ",\"ring\":{\"capacity\":%llu,\"recorded\":%llu,\"unrecorded\":%llu}",
-       (unsigned long long)t->cap, (unsigned long long)__atomic_load_n(&t->next, __ATOMIC_ACQUIRE),
+       (unsigned long long)t->cap, (unsigned long long)atomic_load_explicit(&t->next, memory_order_acquire),
        (unsigned long long)k.unrecorded);
   putf(o, ",\"state\":{\"lastEnqueued\":%llu,\"lastCompleted\":%llu,\"lastP2p\":%llu,\"inside\":",
-       (unsigned long long)__atomic_load_n(&t->lastSeq, __ATOMIC_ACQUIRE), (unsigned long long)lastCompleted,
-       (unsigned long long)__atomic_load_n(&t->lastP2p, __ATOMIC_ACQUIRE));
+       (unsigned long long)atomic_load_explicit(&t->lastSeq, memory_order_acquire), (unsigned long long)lastCompleted,
+       (unsigned long long)atomic_load_explicit(&t->lastP2p, memory_order_acquire));
   if (inside >= 0) putf(o, "%lld}", (long long)inside);
   else PUTS(o, "null}");
   putf(o, ",\"counters\":{\"enqueued\":%llu,\"completed\":%llu,\"failed\":%llu,\"latencyNs\":%llu,\"byColl\":{",
@@ -284,7 +285,7 @@ gbResult_t gbTraceDump(gbTrace_t* t, const char* dir, const char* why, char* pat
 
 /* Then the watcher may end records still waiting for their done flag
  * (failed): the dump shows them in flight, where they were. */
-static void settled(gbTrace_t* t) { __atomic_store_n(&t->failSettled, 1, __ATOMIC_RELEASE); }
+static void settled(gbTrace_t* t) { atomic_store_explicit(&t->failSettled, 1, memory_order_release); }
 
 void gbTraceDumpOnTrouble(gbTrace_t* t, const char* why) {
   const char* dir = gbParamString(GB_PARAM_TRACE_DIR);

@@ -4,6 +4,7 @@
  * record is in. See trace.h for who writes what. */
 #include "trace/trace.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,8 @@ _Static_assert(gbCollAllReduce == (int)GB_COLL_ALLREDUCE && gbCollBroadcast == (
 /* Release stores and acquire loads (plain moves on x86) make the entry a
  * seqlock without fences: a reader that sees any store of a write also sees
  * the odd version before it, and its re-read of the version comes after. */
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ST(p, v) atomic_store_explicit((p), (v), memory_order_release)
+#define LD(p) atomic_load_explicit((p), memory_order_acquire)
 #define ADD(p, v) ST((p), LD(p) + (v)) /* for a field with one writer */
 
 static _Thread_local int inObserver;
@@ -76,7 +77,7 @@ void gbTraceDestroy(gbTrace_t* t) {
   gbTraceWatchStop(t);
   /* The streams drained: records still pending end now, observed. */
   if (t->doneFlags) gbTraceDonePoll(t, 1);
-  free(__atomic_exchange_n(&t->obs, NULL, __ATOMIC_SEQ_CST));
+  free(atomic_exchange_explicit(&t->obs, NULL, memory_order_seq_cst));
   pthread_mutex_lock(&t->dumpLock); /* a dump in progress (another thread's API call) ends first */
   pthread_mutex_unlock(&t->dumpLock);
   pthread_mutex_destroy(&t->dumpLock);
@@ -93,12 +94,12 @@ static gbTraceEntry_t* take(gbTrace_t* t) {
   ADD(&t->enqueued, 1);
   uint64_t id = LD(&t->next) + 1;
   gbTraceEntry_t* e = &t->e[id & t->mask];
-  if (__atomic_load_n(&e->rec.state, __ATOMIC_ACQUIRE) == gbRecordInFlight) {
+  if (atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight) {
     ADD(&t->unrecorded, 1);
     return NULL;
   }
   ST(&e->version, LD(&e->version) + 1);
-  gbCollRecord_t* r = &e->rec;
+  gbTraceRecord_t* r = &e->rec;
   ST(&e->id, id);
   ST(&r->size, (uint32_t)sizeof(gbCollRecord_t));
   ST(&r->version, 1u);
@@ -116,16 +117,16 @@ static gbTraceEntry_t* take(gbTrace_t* t) {
   ST(&r->result, 0);
   ST(&e->byFlag, 0u);
   ST(&r->state, (int32_t)gbRecordInFlight);
-  __atomic_store_n(&t->next, id, __ATOMIC_RELEASE);
+  atomic_store_explicit(&t->next, id, memory_order_release);
   t->now = e;
   return e;
 }
 
 void gbTraceRecordBegin(gbTrace_t* t, uint64_t seq, int coll, uint64_t count, int dtype, int op, int root) {
   gbTraceEntry_t* e = take(t);
-  __atomic_store_n(&t->lastSeq, seq, __ATOMIC_RELEASE);
+  atomic_store_explicit(&t->lastSeq, seq, memory_order_release);
   if (!e) return;
-  gbCollRecord_t* r = &e->rec;
+  gbTraceRecord_t* r = &e->rec;
   ST(&r->seq, seq);
   ST(&r->p2pSeq, (uint64_t)0);
   ST(&r->count, count);
@@ -137,9 +138,9 @@ void gbTraceRecordBegin(gbTrace_t* t, uint64_t seq, int coll, uint64_t count, in
 
 void gbTraceRecordBeginP2p(gbTrace_t* t, uint64_t p2pSeq, uint64_t count, int dtype, int peer, int npeers) {
   gbTraceEntry_t* e = take(t);
-  __atomic_store_n(&t->lastP2p, p2pSeq, __ATOMIC_RELEASE);
+  atomic_store_explicit(&t->lastP2p, p2pSeq, memory_order_release);
   if (!e) return;
-  gbCollRecord_t* r = &e->rec;
+  gbTraceRecord_t* r = &e->rec;
   ST(&r->seq, (uint64_t)0);
   ST(&r->p2pSeq, p2pSeq);
   ST(&r->count, count);
@@ -151,7 +152,7 @@ void gbTraceRecordBeginP2p(gbTrace_t* t, uint64_t p2pSeq, uint64_t count, int dt
 
 void gbTraceRecordCancel(gbTrace_t* t, uint64_t seq) {
   gbTraceEntry_t* e = t->now;
-  __atomic_store_n(&t->lastSeq, seq, __ATOMIC_RELEASE);
+  atomic_store_explicit(&t->lastSeq, seq, memory_order_release);
   ST(&t->enqueued, LD(&t->enqueued) - 1);
   if (!e) {
     ST(&t->unrecorded, LD(&t->unrecorded) - 1); /* take() found no free entry */
@@ -159,8 +160,8 @@ void gbTraceRecordCancel(gbTrace_t* t, uint64_t seq) {
   }
   ST(&e->rec.state, 0);
   ST(&e->id, (uint64_t)0);
-  __atomic_store_n(&t->next, LD(&t->next) - 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
+  atomic_store_explicit(&t->next, LD(&t->next) - 1, memory_order_release);
+  atomic_store_explicit(&e->version, LD(&e->version) + 1, memory_order_release);
   t->now = NULL;
 }
 
@@ -194,7 +195,7 @@ void gbTraceRecordTagOp(gbTrace_t* t, gbProxyOp_t* op, int role, uint32_t chunk,
 gbTraceEntry_t* gbTraceRecordEnqueued(gbTrace_t* t) {
   gbTraceEntry_t* e = t->now;
   t->now = NULL;
-  if (e) __atomic_store_n(&e->version, LD(&e->version) + 1, __ATOMIC_RELEASE);
+  if (e) atomic_store_explicit(&e->version, LD(&e->version) + 1, memory_order_release);
   return e;
 }
 
@@ -203,7 +204,7 @@ gbTraceEntry_t* gbTraceRecordEnqueued(gbTrace_t* t) {
 void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
   gbTraceEntry_t* e = op->trace;
   if (!t || !e) return;
-  gbCollRecord_t* r = &e->rec;
+  gbTraceRecord_t* r = &e->rec;
   int64_t now = gbClockNowNs();
   if (op->traceRole == GB_TRACE_ROLE_CHECK) {
     /* A check that failed did not end: the record stays in phase "check". */
@@ -233,7 +234,7 @@ void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t re
 }
 
 /* A copy made of atomic loads (writers may still store). */
-static void copyRecord(const gbCollRecord_t* s, gbCollRecord_t* d) {
+static void copyRecord(const gbTraceRecord_t* s, gbCollRecord_t* d) {
   d->size = LD(&s->size);
   d->version = LD(&s->version);
   d->seq = LD(&s->seq);
@@ -256,19 +257,19 @@ static void copyRecord(const gbCollRecord_t* s, gbCollRecord_t* d) {
 }
 
 static void callObserver(gbTrace_t* t, const gbCollRecord_t* rec) {
-  if (!__atomic_load_n(&t->obs, __ATOMIC_SEQ_CST)) return;
-  __atomic_add_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
-  gbTraceObserver_t* o = __atomic_load_n(&t->obs, __ATOMIC_SEQ_CST);
+  if (!atomic_load_explicit(&t->obs, memory_order_seq_cst)) return;
+  atomic_fetch_add_explicit(&t->obsCalls, 1, memory_order_seq_cst);
+  gbTraceObserver_t* o = atomic_load_explicit(&t->obs, memory_order_seq_cst);
   if (o) {
     inObserver++;
     o->fn(t->setup.owner.handle, rec, o->userData);
     inObserver--;
   }
-  __atomic_sub_fetch(&t->obsCalls, 1, __ATOMIC_SEQ_CST);
+  atomic_fetch_sub_explicit(&t->obsCalls, 1, memory_order_seq_cst);
 }
 
 void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
-  gbCollRecord_t* r = &e->rec;
+  gbTraceRecord_t* r = &e->rec;
   int64_t now = gbClockNowNs();
   ST(&r->t[gbPhaseDone], now);
   ST(&r->result, (int32_t)result);
@@ -278,19 +279,19 @@ void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t 
    * reused. The whole record is copied only for an observer. */
   int32_t coll = LD(&r->coll);
   int64_t enqueued = LD(&r->t[gbPhaseEnqueued]);
-  int observed = __atomic_load_n(&t->obs, __ATOMIC_SEQ_CST) != NULL;
+  int observed = atomic_load_explicit(&t->obs, memory_order_seq_cst) != NULL;
   gbCollRecord_t copy;
   if (observed) {
     copyRecord(r, &copy);
     copy.state = state;
   }
-  __atomic_store_n(&r->state, (int32_t)state, __ATOMIC_RELEASE);
+  atomic_store_explicit(&r->state, (int32_t)state, memory_order_release);
   if (state == gbRecordDone) {
-    __atomic_fetch_add(&t->completed, 1, __ATOMIC_RELAXED);
-    if (coll >= 0 && coll < gbNumColls) __atomic_fetch_add(&t->byColl[coll], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&t->latencyNs, (uint64_t)(now - enqueued), __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&t->completed, 1, memory_order_relaxed);
+    if (coll >= 0 && coll < gbNumColls) atomic_fetch_add_explicit(&t->byColl[coll], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->latencyNs, (uint64_t)(now - enqueued), memory_order_relaxed);
   } else {
-    __atomic_fetch_add(&t->failed, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&t->failed, 1, memory_order_relaxed);
   }
   if (observed) callObserver(t, &copy);
 }
@@ -305,7 +306,7 @@ void gbTraceRecordDropped(gbTrace_t* t, gbTraceEntry_t* e, uint32_t flags) {
 int gbTraceRead(const gbTrace_t* t, uint64_t id, gbCollRecord_t* out) {
   const gbTraceEntry_t* e = &t->e[id & t->mask];
   for (int attempt = 0; attempt < 4; attempt++) {
-    uint32_t v = __atomic_load_n(&e->version, __ATOMIC_ACQUIRE);
+    uint32_t v = atomic_load_explicit(&e->version, memory_order_acquire);
     if (v & 1u) continue;
     uint64_t held = LD(&e->id);
     copyRecord(&e->rec, out);
@@ -316,7 +317,7 @@ int gbTraceRead(const gbTrace_t* t, uint64_t id, gbCollRecord_t* out) {
 }
 
 int gbTraceCollect(const gbTrace_t* t, gbCollRecord_t* out, int max, int inFlightOnly) {
-  uint64_t next = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+  uint64_t next = atomic_load_explicit(&t->next, memory_order_acquire);
   uint64_t lo = next > t->cap ? next - t->cap + 1 : 1;
   if (!inFlightOnly && max >= 0 && next >= lo && next - lo + 1 > (uint64_t)max) lo = next - (uint64_t)max + 1;
   int n = 0;
@@ -352,7 +353,7 @@ gbResult_t gbTraceSetObserver(gbTrace_t* t, gbObserver_t fn, void* userData) {
     o->fn = fn;
     o->userData = userData;
   }
-  gbTraceObserver_t* old = __atomic_exchange_n(&t->obs, o, __ATOMIC_SEQ_CST);
+  gbTraceObserver_t* old = atomic_exchange_explicit(&t->obs, o, memory_order_seq_cst);
   if (!old) return gbSuccess;
   if (inObserver) {
     /* Called from inside an observer: that call still runs the old one. */
@@ -360,7 +361,7 @@ gbResult_t gbTraceSetObserver(gbTrace_t* t, gbObserver_t fn, void* userData) {
     return gbSuccess;
   }
   gbDeadline_t until = gbDeadlineIn(5.0);
-  while (__atomic_load_n(&t->obsCalls, __ATOMIC_SEQ_CST) > 0) {
+  while (atomic_load_explicit(&t->obsCalls, memory_order_seq_cst) > 0) {
     if (gbDeadlinePassed(until)) {
       GB_WARN("gbCommSetObserver: the previous observer is still running after 5 s; its record is kept (not freed)");
       return gbSuccess;

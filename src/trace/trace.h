@@ -23,6 +23,8 @@
 #define GB_TRACE_TRACE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "algo/algo.h"
@@ -33,12 +35,25 @@
 
 /* One ring entry: 192 bytes, three cache lines, so the proxy writing entry
  * k and the caller writing k + 1 share none. */
+/* gbCollRecord_t's fields, each atomic: the ring entry's seqlock reads and
+ * writes them one by one (trace.c's copyRecord gives the plain record). */
+typedef struct {
+  _Atomic uint32_t size, version;
+  _Atomic uint64_t seq, p2pSeq, count;
+  _Atomic int64_t t[gbNumPhases];
+  _Atomic uint64_t bytes[gbNumHostGroups];
+  _Atomic int32_t coll, dtype, op, root, peer, npeers, policy, nchunks, chunksBridged, flags, state, result;
+} gbTraceRecord_t;
+_Static_assert(sizeof(gbTraceRecord_t) == sizeof(gbCollRecord_t) &&
+                   offsetof(gbTraceRecord_t, result) == offsetof(gbCollRecord_t, result),
+               "gbTraceRecord_t is gbCollRecord_t's layout");
+
 typedef struct gbTraceEntry {
-  gbCollRecord_t rec;
-  uint32_t version;      /* odd while the caller writes its fields */
-  uint32_t byFlag;       /* 1: its done flag write is on the stream and the watcher finishes it */
+  gbTraceRecord_t rec;
+  _Atomic uint32_t version; /* odd while the caller writes its fields */
+  _Atomic uint32_t byFlag;     /* 1: its done flag write is on the stream and the watcher finishes it */
   gbComm_t comm;         /* the owner's handle (gbTraceOwner_t.handle); the ring never reads through it */
-  uint64_t id;           /* 1-based number of the record; ring index id & mask */
+  _Atomic uint64_t id;   /* 1-based number of the record; ring index id & mask */
 } gbTraceEntry_t;
 
 typedef struct {
@@ -85,17 +100,17 @@ typedef struct {
 typedef struct gbTrace {
   gbTraceEntry_t* e;
   uint64_t cap, mask;
-  uint64_t next;                  /* records taken (caller writes, anyone reads) */
-  uint64_t lastSeq, lastP2p;      /* the caller's numbers, readable from any thread */
+  _Atomic uint64_t next;          /* records taken (caller writes, anyone reads) */
+  _Atomic uint64_t lastSeq, lastP2p;    /* the caller's numbers, readable from any thread */
   gbTraceEntry_t* now;            /* the record of the call being enqueued (caller thread) */
   /* Counters, each with one writer kind (gbCommCounters_t's meaning). */
-  uint64_t enqueued, unrecorded;  /* caller */
-  uint64_t completed, failed, latencyNs, byColl[gbNumColls]; /* done writers (several streams: fetch_add) */
-  uint64_t bytes[gbNumHostGroups]; /* proxy (world, bridge, rail); caller (island) */
-  uint64_t busyNs[gbNumHostGroups];/* proxy */
+  _Atomic uint64_t enqueued, unrecorded; /* caller */
+  _Atomic uint64_t completed, failed, latencyNs, byColl[gbNumColls]; /* done writers (several streams: fetch_add) */
+  _Atomic uint64_t bytes[gbNumHostGroups]; /* proxy (world, bridge, rail); caller (island) */
+  _Atomic uint64_t busyNs[gbNumHostGroups]; /* proxy */
   int64_t stepBegin;              /* proxy: when the running host step began */
-  gbTraceObserver_t* obs;         /* atomic, seq_cst */
-  int obsCalls;                   /* atomic, seq_cst: observer calls running */
+  gbTraceObserver_t* _Atomic obs; /* seq_cst */
+  atomic_int obsCalls;            /* seq_cst: observer calls running */
   pthread_mutex_t dumpLock;       /* one dump of this ring at a time */
   int dumped;                     /* the trouble dump was written (dumpLock) */
   int watching;                   /* counted by watch.c */
@@ -104,9 +119,9 @@ typedef struct gbTrace {
   gbFlag_t* doneFlags;            /* [cap], dev->hostAlloc: entry k's is doneFlags[k] */
   void* doneMapped;               /* their address for the device's streams, looked up once */
   unsigned shift;                 /* log2(cap) */
-  uint64_t flagsPending;          /* records handed to the watcher, not finished (atomic, seq_cst) */
+  _Atomic uint64_t flagsPending;  /* records handed to the watcher, not finished (seq_cst) */
   uint64_t scanFrom;              /* the watcher's: every record below it is finished */
-  int failSettled;                /* the first failure's dump is over: records may end failed (atomic) */
+  atomic_int failSettled;         /* the first failure's dump is over: records may end failed */
   struct gbTrace* watchedNext;    /* watch.c's list of the rings it serves (its lock) */
 } gbTrace_t;
 

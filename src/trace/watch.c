@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,19 +34,19 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int pipeFd[2] = {-1, -1}; /* written before the handler is installed; never closed */
 static int users;                /* rings (lock) */
 static int running;              /* the thread runs (lock) */
-static int quit;                 /* the thread should leave (atomic) */
+static atomic_int quit;          /* the thread should leave (atomic) */
 static pthread_t thread;
 static int handlerSet;           /* the signal handler was considered (lock) */
-static int pending;               /* a signal arrived (atomic: the handler may run on any thread) */
+static atomic_int pending;       /* a signal arrived (atomic: the handler may run on any thread) */
 static pthread_mutex_t ringsLock = PTHREAD_MUTEX_INITIALIZER; /* the list below, and a poll or dump of it */
 static gbTrace_t* rings;         /* every ring counted in users (ringsLock) */
-static int idle;                 /* the thread sleeps without a deadline (seq_cst) */
+static atomic_int idle;          /* the thread sleeps without a deadline (seq_cst) */
 #define POLL_MS 1
 
 static void onSignal(int sig) {
   (void)sig;
   int saved = errno;
-  __atomic_store_n(&pending, 1, __ATOMIC_RELEASE);
+  atomic_store_explicit(&pending, 1, memory_order_release);
   ssize_t n = write(pipeFd[1], "x", 1); /* a full pipe already holds a wake-up */
   (void)n;
   errno = saved;
@@ -67,7 +68,7 @@ static uint64_t pollRings(void) {
   uint64_t left = 0;
   pthread_mutex_lock(&ringsLock);
   for (gbTrace_t* t = rings; t; t = t->watchedNext)
-    if (__atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0) left += gbTraceDonePoll(t, 0);
+    if (atomic_load_explicit(&t->flagsPending, memory_order_seq_cst) > 0) left += gbTraceDonePoll(t, 0);
   pthread_mutex_unlock(&ringsLock);
   return left;
 }
@@ -76,13 +77,13 @@ static int anyPending(void) {
   int any = 0;
   pthread_mutex_lock(&ringsLock);
   for (gbTrace_t* t = rings; t && !any; t = t->watchedNext)
-    any = __atomic_load_n(&t->flagsPending, __ATOMIC_SEQ_CST) > 0;
+    any = atomic_load_explicit(&t->flagsPending, memory_order_seq_cst) > 0;
   pthread_mutex_unlock(&ringsLock);
   return any;
 }
 
 void gbTraceWatchWake(void) {
-  if (__atomic_load_n(&idle, __ATOMIC_SEQ_CST) && __atomic_exchange_n(&idle, 0, __ATOMIC_SEQ_CST)) {
+  if (atomic_load_explicit(&idle, memory_order_seq_cst) && atomic_exchange_explicit(&idle, 0, memory_order_seq_cst)) {
     ssize_t n = write(pipeFd[1], "w", 1); /* a full pipe already holds a wake-up */
     (void)n;
   }
@@ -92,22 +93,22 @@ static void* watchMain(void* arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "gb-trace"); /* for top -H and debuggers */
   struct pollfd p = {pipeFd[0], POLLIN, 0};
-  while (!__atomic_load_n(&quit, __ATOMIC_ACQUIRE)) {
+  while (!atomic_load_explicit(&quit, memory_order_acquire)) {
     int timeout = POLL_MS;
     if (pollRings() == 0) {
       /* Idle, then look again: a caller raises its count before it looks
        * at idle (both seq_cst), so either it wakes this thread or this look
        * sees its record. */
-      __atomic_store_n(&idle, 1, __ATOMIC_SEQ_CST);
+      atomic_store_explicit(&idle, 1, memory_order_seq_cst);
       if (!anyPending()) timeout = -1;
     }
     int n = poll(&p, 1, timeout);
-    __atomic_store_n(&idle, 0, __ATOMIC_SEQ_CST);
+    atomic_store_explicit(&idle, 0, memory_order_seq_cst);
     if (n < 0 && errno != EINTR) break;
     char drain[64];
     while (read(pipeFd[0], drain, sizeof(drain)) > 0) {
     }
-    if (__atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL)) {
+    if (atomic_exchange_explicit(&pending, 0, memory_order_acq_rel)) {
       if (*gbParamString(GB_PARAM_TRACE_DIR)) dumpAll();
       else GB_WARN("GPUBRIDGE_TRACE_SIGNAL arrived, but GPUBRIDGE_TRACE_DIR is not set: no dump written");
     }
@@ -154,7 +155,7 @@ gbResult_t gbTraceWatchStart(gbTrace_t* t) {
   pthread_mutex_lock(&lock);
   gbResult_t res = makePipe();
   if (res == gbSuccess && !running) {
-    __atomic_store_n(&quit, 0, __ATOMIC_RELEASE);
+    atomic_store_explicit(&quit, 0, memory_order_release);
     int err = pthread_create(&thread, NULL, watchMain, NULL);
     if (err) res = gbErrorSet(gbSystemError, "flight recorder: cannot start its thread: %s", strerror(err));
     else running = 1;
@@ -186,7 +187,7 @@ void gbTraceWatchStop(gbTrace_t* t) {
   pthread_mutex_unlock(&ringsLock);
   pthread_mutex_lock(&lock);
   if (--users == 0 && running) {
-    __atomic_store_n(&quit, 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&quit, 1, memory_order_release);
     ssize_t n = write(pipeFd[1], "q", 1);
     (void)n;
     pthread_join(thread, NULL); /* it holds no lock of ours while it waits */

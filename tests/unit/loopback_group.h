@@ -23,7 +23,7 @@ typedef struct {
   const char* name; /* connection labels and the group's name */
   int n, me;
   double timeoutSec; /* for connecting and the group's calls */
-  volatile int* abortFlag;
+  atomic_int* abortFlag;
 } loopbackSpec_t;
 
 /* Listens on 127.0.0.1, any port; *addr is where the others connect. 1 on

@@ -41,7 +41,7 @@ struct rig {
   pthread_cond_t cv;
   int arrived;
   unsigned long gen;
-  volatile int abortFlag;
+  atomic_int abortFlag;
   char failure[512];
   gbSockAddr_t addrs[RIG_MAX];
   /* The body every member runs; 1 when it passed. */

@@ -29,7 +29,7 @@ typedef struct {
   unsigned long gen;
   gbSockAddr_t addrs[MAX_N];
   const void* results[MAX_N]; /* each member's output of the current case */
-  volatile int abortFlag;
+  atomic_int abortFlag;
   char failure[1024];
 } shared_t;
 
@@ -47,7 +47,7 @@ static void fail(shared_t* sh, const char* fmt, ...) {
     vsnprintf(sh->failure, sizeof sh->failure, fmt, ap);
     va_end(ap);
   }
-  __atomic_store_n(&sh->abortFlag, 1, __ATOMIC_SEQ_CST);
+  atomic_store_explicit(&sh->abortFlag, 1, memory_order_seq_cst);
   pthread_cond_broadcast(&sh->cv);
   pthread_mutex_unlock(&sh->mu);
 }

@@ -34,7 +34,7 @@ typedef struct {
   int n, arrived;
   unsigned long gen;
   gbSockAddr_t addrs[MAX_N];
-  volatile int abortFlag;
+  atomic_int abortFlag;
   char failure[1024];
 } shared_t;
 
@@ -52,7 +52,7 @@ static void fail(shared_t* sh, const char* fmt, ...) {
     vsnprintf(sh->failure, sizeof sh->failure, fmt, ap);
     va_end(ap);
   }
-  __atomic_store_n(&sh->abortFlag, 1, __ATOMIC_SEQ_CST);
+  atomic_store_explicit(&sh->abortFlag, 1, memory_order_seq_cst);
   pthread_cond_broadcast(&sh->cv);
   pthread_mutex_unlock(&sh->mu);
 }

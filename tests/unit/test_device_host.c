@@ -336,7 +336,7 @@ static void testFlagWaitHost(void) {
   double waited = (double)(gbClockNowNs() - t0) / 1e9;
   CHECK(waited >= 0.05 && waited < 5.0);
   CHECK(strstr(gbErrorLast(), "flag") != NULL);
-  volatile int abortFlag = 1;
+  atomic_int abortFlag = 1;
   CHECK(gbFlagWaitHost(&f, 8, 10.0, &abortFlag) == gbRemoteError);
   abortFlag = 0;
   CHECK(gbFlagWaitHost(&f, 8, 0.01, &abortFlag) == gbTimeout);

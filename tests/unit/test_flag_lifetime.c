@@ -56,7 +56,7 @@ static void onSegv(int sig, siginfo_t* info, void* ctx) {
   (void)ctx;
   char* addr = info->si_addr;
   if (addr >= guardPage && addr < guardPage + pageBytes) {
-    if (__atomic_load_n(&guarded->value, __ATOMIC_SEQ_CST) == storing) touchedAfter = 1;
+    if (atomic_load_explicit(&guarded->value, memory_order_seq_cst) == storing) touchedAfter = 1;
     else touchedBefore = 1;
     mprotect(guardPage, pageBytes, PROT_READ | PROT_WRITE);
     return;

@@ -36,7 +36,7 @@ typedef struct {
   pthread_cond_t cv;
   int arrived, generation;
   int failed;
-  volatile int abortFlag;
+  atomic_int abortFlag;
   int closer; /* error scenario: this member closes its connections */
 } shared_t;
 

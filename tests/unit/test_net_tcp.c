@@ -382,7 +382,7 @@ static void testStrangers(void) {
 
 typedef struct {
   atomic_int waiting;
-  volatile int abortFlag;
+  atomic_int abortFlag;
   int64_t firedAt;
   gbNetConn_t* shutConn;
 } aborter_t;
@@ -400,7 +400,7 @@ static void* aborterMain(void* arg) {
   nanosleep(&ts, NULL);
   a->firedAt = gbClockNowNs();
   if (a->shutConn) net->shutdown(a->shutConn, NULL);
-  else __atomic_store_n(&a->abortFlag, 1, __ATOMIC_RELAXED);
+  else atomic_store_explicit(&a->abortFlag, 1, memory_order_relaxed);
   return NULL;
 }
 

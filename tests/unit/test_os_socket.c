@@ -217,7 +217,7 @@ static void testLoopback(void) {
   CHECK(strstr(gbErrorLast(), "the test's probe") != NULL, "message lacks what: %s", gbErrorLast());
 
   /* Abort flag: noticed within a poll slice. */
-  volatile int abortFlag = 1;
+  atomic_int abortFlag = 1;
   t0 = gbClockNowNs();
   r = gbSockRecvAll(cfd, in, 10, gbDeadlineIn(10), &abortFlag, "aborted probe");
   CHECK(r == gbRemoteError && secondsSince(t0) < 1.0, "aborted RecvAll gave %d after %.3f s", r, secondsSince(t0));

@@ -5,6 +5,7 @@
  * Which path works is decided once at open by a self-test on a private
  * stream (write 1, wait for >= 1, check that the host sees 1): 64-bit ops,
  * else 32-bit ones, else host functions (hipLaunchHostFunc). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,8 @@ static gbResult_t probe(gbHipApi_t* api, int bits, gbFlag_t* flag, void* stream,
                       "the %d-bit stream memory op self-test on GPU %d did not finish within %g s (the flag "
                       "holds %llu): the HIP runtime %s accepted a write and a wait it does not carry out; "
                       "update ROCm or report it",
-                      bits, api->rt.device, PROBE_TIMEOUT_SEC, (unsigned long long)flag->value, api->name);
+                      bits, api->rt.device, PROBE_TIMEOUT_SEC,
+                      (unsigned long long)atomic_load_explicit(&flag->value, memory_order_relaxed), api->name);
   }
   if (e == GB_HIP_SUCCESS && q != GB_HIP_SUCCESS) {
     step = "hipStreamQuery after the memory ops";
@@ -92,7 +94,7 @@ static gbResult_t probe(gbHipApi_t* api, int bits, gbFlag_t* flag, void* stream,
             bits, api->rt.device, step, e, text ? text : "");
     return gbSuccess;
   }
-  uint64_t seen = __atomic_load_n(&flag->value, __ATOMIC_ACQUIRE);
+  uint64_t seen = atomic_load_explicit(&flag->value, memory_order_acquire);
   if (seen != 1) {
     GB_INFO(GB_LOG_DEVICE, "hip: %d-bit stream memory ops not usable on GPU %d: the stream wrote 1, the host "
             "reads %llu", bits, api->rt.device, (unsigned long long)seen);

@@ -4,6 +4,7 @@
  * stream first. Copies are reused: each carries a flag the stream sets once
  * past the group that used it, so a copy another stream still reads is never
  * handed out again. They go with the island (the streams drained by then). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -21,7 +22,7 @@ struct gbVendorStage {
 };
 
 static int idle(const gbVendorStage_t* s) {
-  return __atomic_load_n(&s->flag->value, __ATOMIC_ACQUIRE) >= s->uses;
+  return atomic_load_explicit(&s->flag->value, memory_order_acquire) >= s->uses;
 }
 
 static void freeStage(const gbDeviceOps* dev, gbVendorStage_t* s) {
@@ -57,8 +58,8 @@ static gbResult_t take(gbVendorIsland_t* vi, size_t bytes, gbVendorStage_t** out
                       "sends (they overlap its receives, as in an in-place all-to-all); free device memory or use "
                       "separate send and receive buffers", gbIslandVendorGroupName(vi), bytes);
   }
-  s->flag->value = 0;
-  s->flag->error = 0;
+  atomic_store_explicit(&s->flag->value, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->flag->error, 0, memory_order_relaxed);
   s->bytes = bytes;
   s->next = vi->stages;
   vi->stages = s;

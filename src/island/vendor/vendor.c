@@ -17,6 +17,7 @@
  * one whose communicator was aborted (the group's abort flag). */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static void destroy(gbIsland_t* is) {
   if (vi->comm != NULL) {
     (void)gbIslandVendorMakeCurrent(vi);
     int aborted = atomic_load_explicit(&vi->failed, memory_order_acquire) != gbSuccess ||
-                  (vi->group->abortFlag && __atomic_load_n(vi->group->abortFlag, __ATOMIC_ACQUIRE));
+                  (vi->group->abortFlag && atomic_load_explicit(vi->group->abortFlag, memory_order_acquire));
     gbVendorResult_t async = GB_VENDOR_SUCCESS;
     if (!aborted && vi->api->ncclCommGetAsyncError(vi->comm, &async) == GB_VENDOR_SUCCESS &&
         async != GB_VENDOR_SUCCESS && async != GB_VENDOR_IN_PROGRESS)

@@ -1,5 +1,6 @@
 /* TCP connections: several sockets to one peer, opened by connect() (each
  * sending the hello) or assembled by the listener's accept(). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ gbResult_t gbNetTcpConnCreate(const int* fds, int nsocks, gbNetLabel_t label, gb
 }
 
 gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
-                           gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out) {
+                           gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out) {
   int fds[GB_NET_TCP_MAX_SOCKS];
   int n = hello->nsocks;
   const char* group = label.group ? label.group : "net";

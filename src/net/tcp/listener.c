@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,7 +254,7 @@ static const char* secsText(double s, char* buf, size_t len) {
 }
 
 gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
-                          gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out) {
+                          gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out) {
   int64_t start = gbClockNowNs();
   const char* group = label.group ? label.group : "net";
   *out = NULL;
@@ -277,7 +278,7 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
       }
       return res;
     }
-    if (abortFlag != NULL && __atomic_load_n(abortFlag, __ATOMIC_RELAXED)) {
+    if (abortFlag != NULL && atomic_load_explicit(abortFlag, memory_order_relaxed)) {
       pthread_mutex_unlock(&l->lock);
       return gbErrorSet(gbRemoteError, "%s: aborted while waiting for rank %d to connect", group, srcRank);
     }

@@ -11,6 +11,7 @@
  * ptrace_scope 1). Anything that fails declines, and the pair stays on TCP. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ static int createSegment(const uint8_t* nonce, void** base) {
 
 static int wanted(const gbNetConn_t* c) { return gbParamInt(GB_PARAM_SHM) != 0; }
 
-gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag) {
+gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag) {
   offer_t o;
   memset(&o, 0, sizeof(o));
   o.magic = OFFER_MAGIC;
@@ -126,7 +127,7 @@ gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatil
   return gbSuccess;
 }
 
-gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag) {
+gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag) {
   offer_t o;
   char what[96];
   snprintf(what, sizeof(what), "%s: shared-memory offer from rank %d", c->group, c->peerRank);

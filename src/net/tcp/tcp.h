@@ -57,13 +57,13 @@ gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint6
 gbResult_t gbNetTcpListenerAddr(gbNetListener_t* l, gbSockAddr_t* out);
 gbResult_t gbNetTcpListenerServe(gbNetListener_t* l);
 gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
-                          gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+                          gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
 void gbNetTcpListenerClose(gbNetListener_t* l);
 
 /* Takes ownership of fds[0..nsocks-1] (closed on failure too). */
 gbResult_t gbNetTcpConnCreate(const int* fds, int nsocks, gbNetLabel_t label, gbNetConn_t** out);
 gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbNetLabel_t label,
-                           gbDeadline_t deadline, const volatile int* abortFlag, gbNetConn_t** out);
+                           gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
 void gbNetTcpShutdown(gbNetConn_t* c, const gbNetCause_t* cause);
 void gbNetTcpClose(gbNetConn_t* c);
 
@@ -75,8 +75,8 @@ void gbNetTcpReqInfo(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* 
 /* Shared memory for a same-host peer (shm.c), set up over socket 0 right
  * after the sockets: the connecting side offers a segment (or declines),
  * the accepting side answers. Either side may fall back to TCP. */
-gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag);
-gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const volatile int* abortFlag);
+gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag);
+gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag);
 /* Moves what the rings allow for the queued requests, both directions. */
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c);
 /* Leaves cause (may be NULL) in the segment for the peer, then marks our
