@@ -90,24 +90,21 @@ test: $(PY_READY) need-tools
 # Sanitizer suites: labels unit and mp only (tests/python loads the library
 # into an uninstrumented python, tests/gpu needs a GPU). The sanitizer options
 # are set per test by tests/CMakeLists.txt. SAN_TESTS narrows to a -R regex.
-# Their python-driven suites run with the python3 CMake finds (standard
-# library only).
+# Their python-driven suites run with $(PYTHON), as make test's do (the
+# torchrun suite needs torch); each run configures its build with it.
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 SAN_TESTS ?= .
 SAN_TSAN_EXCLUDE ?=
+SAN_PY = $(if $(PY_EXE),-DPython3_EXECUTABLE='$(PY_EXE)')
 
-$(ASAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(ASAN_BUILD) -DGPUBRIDGE_WERROR=$(WERROR) -DGPUBRIDGE_SANITIZE=address
-
-$(TSAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(TSAN_BUILD) -DGPUBRIDGE_WERROR=$(WERROR) -DGPUBRIDGE_SANITIZE=thread
-
-test-asan: $(ASAN_BUILD)/CMakeCache.txt need-tools
+test-asan: $(PY_READY) need-tools
+	cmake -S . -B $(ASAN_BUILD) -DGPUBRIDGE_WERROR=$(WERROR) -DGPUBRIDGE_SANITIZE=address $(SAN_PY)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	$(call ctest_summary,$(ASAN_BUILD),-L '^(unit|mp)$$' -R '$(SAN_TESTS)',python3)
 
-test-tsan: $(TSAN_BUILD)/CMakeCache.txt need-tools
+test-tsan: $(PY_READY) need-tools
+	cmake -S . -B $(TSAN_BUILD) -DGPUBRIDGE_WERROR=$(WERROR) -DGPUBRIDGE_SANITIZE=thread $(SAN_PY)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	$(call ctest_summary,$(TSAN_BUILD),-L '^(unit|mp)$$' -R '$(SAN_TESTS)' \
 	  $(if $(SAN_TSAN_EXCLUDE),-E '$(SAN_TSAN_EXCLUDE)'),python3)

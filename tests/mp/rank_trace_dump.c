@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
 
   if (strcmp(mode, "api") == 0) {
     apiMode(comm, stream, buf, calls, gRank, n);
+    CHECK_GB(gbStreamDestroy(stream));
+    CHECK_GB(gbMemFree(buf));
     printf("done\n");
     return 0;
   }
@@ -149,6 +151,8 @@ int main(int argc, char** argv) {
     }
     printf("dumped on the signal\n");
     CHECK_GB(gbCommDestroy(comm)); /* nothing failed here: no dump of its own, the signal's stays */
+    CHECK_GB(gbStreamDestroy(stream));
+    CHECK_GB(gbMemFree(buf));
     return 0;
   }
   if (strcmp(mode, "kill") == 0) {
