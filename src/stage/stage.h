@@ -40,7 +40,7 @@ typedef struct {
   const gbDeviceOps* dev;
   gbProxy_t* proxy;
   double timeoutSec;             /* each host step's deadline */
-  const atomic_int* abortFlag; /* the communicator's */
+  const atomic_int* abortFlag;   /* the communicator's */
   int64_t pollNs;                /* a host wait's longest sleep between looks (0: by the wait): a GPU's write wakes
                                     nobody */
 } gbStageCtx_t;
@@ -51,8 +51,8 @@ void gbStageFlagsInit(const gbStageCtx_t* ctx, gbFlag_t* flags, size_t n);
 
 /* One chunk of a collective, as this rank takes part in it: a tagged union
  * in the manner of an executor's task arguments, tagged by coll.
- *  all-reduce, broadcast, reduce: src holds this rank's len elements (NULL
- *    where it gives nothing), dst receives the result;
+ *  all-reduce, broadcast, reduce: src holds this rank's len elements (read
+ *    only with stageOut), dst receives the result (written only with stageIn);
  *  all-gather: src holds my block of the chunk; dst + r * dstStride receives
  *    member r's;
  *  reduce-scatter, all-to-all: src + r * srcStride holds my block for member
