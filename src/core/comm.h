@@ -223,6 +223,13 @@ gbResult_t gbCommCheckSendRecv(gbComm_t comm, const gbCommP2p_t* ops, int nops, 
 gbResult_t gbCommSplitRanks(gbComm_t parent, int color, int key, int* newRank, int* newN, int* first);
 gbResult_t gbCommSplitShareId(gbComm_t parent, int color, int first, const gbUniqueId* mine, gbUniqueId* out);
 
+/* Which slots group g has beyond its private stage: shared, remote, or
+ * none (GB_STAGE_PRIVATE). */
+static inline gbPlanStage_t gbCommGroupSlots(const gbCommGroup_t* g) {
+  if (g->stages[GB_STAGE_SHARED]) return GB_STAGE_SHARED;
+  return g->stages[GB_STAGE_REMOTE] ? GB_STAGE_REMOTE : GB_STAGE_PRIVATE;
+}
+
 /* The stages (core/stages.c): set up (collective over each group, during
  * init, once the proxy runs), told this rank failed, freed at teardown. */
 gbResult_t gbCommStagesSetup(gbComm_t comm, const gbProbe_t* probes);

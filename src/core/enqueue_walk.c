@@ -25,12 +25,6 @@ gbResult_t gbCommEnqueueEmpty(gbComm_t c, const gbCommCall_t* call, void* stream
   return gbCommEnqueueEnd(c, stream, 1, res);
 }
 
-/* Which slots a host group has beyond its private stage. */
-static gbPlanStage_t slotsKind(const gbCommGroup_t* g) {
-  if (g->stages[GB_STAGE_SHARED]) return GB_STAGE_SHARED;
-  return g->stages[GB_STAGE_REMOTE] ? GB_STAGE_REMOTE : GB_STAGE_PRIVATE;
-}
-
 /* The call, the agreed settings, and how this rank can stage its host steps. */
 static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* ops, gbPlanInput_t* in) {
   memset(in, 0, sizeof(*in));
@@ -47,9 +41,9 @@ static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* o
   in->slotBytes = gbStagePoolSlotBytes(c->pool);
   in->stagingSlots = c->settings.stagingSlots;
   in->hostMemory = c->dev->hostMemory;
-  in->slots[GB_HOST_BRIDGE] = slotsKind(&c->bridge);
-  in->slots[GB_HOST_WORLD] = slotsKind(&c->world);
-  in->slots[GB_HOST_RAIL] = c->myRail >= 0 ? slotsKind(&c->rails[c->myRail]) : GB_STAGE_PRIVATE;
+  in->slots[GB_HOST_BRIDGE] = gbCommGroupSlots(&c->bridge);
+  in->slots[GB_HOST_WORLD] = gbCommGroupSlots(&c->world);
+  in->slots[GB_HOST_RAIL] = c->myRail >= 0 ? gbCommGroupSlots(&c->rails[c->myRail]) : GB_STAGE_PRIVATE;
   in->preMulScale = ops && ops->scale;
 }
 

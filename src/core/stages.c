@@ -9,15 +9,12 @@
 #include "core/comm.h"
 #include "plan/sizes.h"
 
-static gbStage_t* slotsOf(const gbCommGroup_t* g) {
-  return g->stages[GB_STAGE_SHARED] ? g->stages[GB_STAGE_SHARED] : g->stages[GB_STAGE_REMOTE];
-}
-
 /* g's slots: the ones of `same` when it has g's members in g's order (two
  * islands: world, bridge and rail 0 share one segment), else set up over g. */
 static gbResult_t slotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {
   gbStage_t* slots = NULL;
-  if (same) GB_CHECK(gbStageSlotsShare(slotsOf(same), &g->algo, &slots));
+  gbPlanStage_t kind = same ? gbCommGroupSlots(same) : GB_STAGE_PRIVATE;
+  if (kind != GB_STAGE_PRIVATE) GB_CHECK(gbStageSlotsShare(same->stages[kind], &g->algo, &slots));
   if (!slots) {
     int n = g->algo.n;
     int* pids = calloc((size_t)n, sizeof(int));
