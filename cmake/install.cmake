@@ -5,6 +5,7 @@
 #   P/bin/gpubridge-run, gpubridge-perf, gpubridge-info
 #   P/lib/pkgconfig/gpubridge.pc             pkg-config --cflags --libs gpubridge
 #   P/lib/cmake/gpubridge/                   find_package(gpubridge): gpubridge::gpubridge
+#   P/share/doc/gpubridge/LICENSE            the license (CMAKE_INSTALL_DOCDIR)
 # (lib is CMAKE_INSTALL_LIBDIR: lib64 or lib/<arch> on some systems.) Every
 # file names its neighbours by relative path, so the tree can be moved.
 include(CMakePackageConfigHelpers)
@@ -19,6 +20,7 @@ install(TARGETS gpubridge-run gpubridge-perf gpubridge-info EXPORT gpubridgeTarg
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h
               ${PROJECT_BINARY_DIR}/include/gpubridge/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge COMPONENT development)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
 # CMake package: gpubridge::gpubridge (the library), gpubridge::gpubridge-nccl,
 # gpubridge::gpubridge-run, -perf, -info.

@@ -35,6 +35,7 @@ def check_tree(prefix, libdir):
             os.path.join(lib, "cmake", "gpubridge", "gpubridgeConfigVersion.cmake"),
             os.path.join(lib, "cmake", "gpubridge", "gpubridgeTargets.cmake")]
     want += [os.path.join(prefix, "bin", "gpubridge-" + t) for t in ("run", "perf", "info")]
+    want.append(os.path.join(prefix, "share", "doc", "gpubridge", "LICENSE"))
     missing = [p for p in want if not os.path.isfile(p)]
     if missing:
         it.fail("not installed: " + ", ".join(missing))
@@ -55,7 +56,8 @@ def check_tree(prefix, libdir):
     printed = it.run([os.path.join(prefix, "bin", "gpubridge-info"), "--version"], "installed gpubridge-info", 60)
     if printed.strip() != ver:
         it.fail("installed gpubridge-info --version printed %r, the file VERSION says %s" % (printed, ver))
-    print("ok: installed tree complete, links and run paths right, gpubridge-info --version = %s" % ver, flush=True)
+    print("ok: installed tree complete (LICENSE in share/doc/gpubridge), links and run paths right, "
+          "gpubridge-info --version = %s" % ver, flush=True)
 
 
 def run_job(prefix, program, how):

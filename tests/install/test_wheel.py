@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The wheel (`pip wheel .`): it carries the package, libgpubridge once
 (under its SONAME), the drop-in libgpubridge-nccl.so, the C header, the three
-tools and their console scripts, at the version of the file VERSION. Then,
+tools and their console scripts, at the version of the file VERSION, and the
+license (METADATA and .dist-info's LICENSE). Then,
 installed into a temporary venv: gpubridge-info --version, the package's
 version and paths, and gpubridge-run starting gpubridge-perf from there."""
 import json
@@ -43,6 +44,11 @@ def check_wheel(path, ver):
         meta = text(dist + "METADATA")
         if not re.search(r"^Version: %s$" % re.escape(ver), meta, re.M):
             problems.append("%sMETADATA does not say Version: %s" % (dist, ver))
+        if not re.search(r"^License: BSD-3-Clause$", meta, re.M):
+            problems.append("%sMETADATA does not say License: BSD-3-Clause" % dist)
+        licenses = [n for n in names if n.startswith(dist) and n.endswith("/LICENSE")]
+        if len(licenses) != 1 or "BSD 3-Clause License" not in text(licenses[0]):
+            problems.append("%s carries %s; want the file LICENSE once" % (dist, licenses or "no LICENSE"))
         entry = text(dist + "entry_points.txt")
         for t in TOOLS:
             if not re.search(r"^gpubridge-%s\s*=\s*gpubridge\._tools:%s$" % (t, t), entry, re.M):
@@ -50,8 +56,8 @@ def check_wheel(path, ver):
                                 % (t, t, entry))
     if problems:
         it.fail("; ".join(problems))
-    print("ok: the wheel holds the package, both libraries, the header, the three tools and their scripts "
-          "(%d files, version %s)" % (len(names), ver), flush=True)
+    print("ok: the wheel holds the package, both libraries, the header, the three tools and their scripts, "
+          "the license (%d files, version %s)" % (len(names), ver), flush=True)
 
 
 def check_installed(venv, work, ver):
