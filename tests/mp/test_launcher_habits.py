@@ -3,7 +3,8 @@
 
 gpubridge-run: mpirun's -np and torchrun's --nproc-per-node/--nproc_per_node
 spellings of -n; OMP_NUM_THREADS=1 for each rank of a job of several when the
-user set none, said once on stderr. gpubridge-perf: nccl-tests' -t 1 -g 1 and
+user set none, said once on stderr at GPUBRIDGE_DEBUG=INFO only; a value the user
+set that gives the ranks more threads than cores, warned of. gpubridge-perf: nccl-tests' -t 1 -g 1 and
 the other flags it takes at fixed values (any other value refused with the
 reason), -c N check runs, -N N sweeps, and a run with no launcher at all as a
 job of one rank.
@@ -27,6 +28,8 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_
                  "SLURM_LOCALID", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
                  "OMPI_COMM_WORLD_SIZE", "OMP_NUM_THREADS")
 OMP_NOTE = "gpubridge-run: setting OMP_NUM_THREADS=1 for each rank"
+OMP_WARNING = "gpubridge-run: warning: OMP_NUM_THREADS="
+CORES = len(os.sched_getaffinity(0))  # what the launcher counts
 
 
 def env(**extra):
@@ -95,22 +98,35 @@ def test_help_names_spellings():
 
 
 # ---------------------------------------------------------------- gpubridge-run: OMP_NUM_THREADS
-def omp_job(n, given):
-    e = env() if given is None else env(OMP_NUM_THREADS=given)
+def omp_job(n, given, **extra):
+    e = env(**extra) if given is None else env(OMP_NUM_THREADS=given, **extra)
     return launch(["-n", str(n), "--", "sh", "-c", 'echo "omp=${OMP_NUM_THREADS-unset}"'], e)
 
 
 def test_omp_num_threads():
     for given in (None, ""):  # unset, and empty (which OpenMP ignores)
         r = omp_job(3, given)
-        notes = [l for l in r.err.splitlines() if l.startswith(OMP_NOTE)]
         suite.check(r.rc == 0 and r.lines() == {k: ["omp=1"] for k in range(3)},
                     "OMP_NUM_THREADS %r: every rank gets 1" % given, "%r\n%s" % (r.lines(), r.tail()))
+        suite.check(r.err == "", "OMP_NUM_THREADS %r: nothing said by default" % given, r.err)
+        r = omp_job(3, given, GPUBRIDGE_DEBUG="info")
+        notes = [l for l in r.err.splitlines() if l.startswith(OMP_NOTE)]
         suite.check(len(notes) == 1 and "3 ranks" in notes[0] and "set OMP_NUM_THREADS yourself" in notes[0],
-                    "OMP_NUM_THREADS %r: one line on stderr says so and how to override" % given, r.err)
-    r = omp_job(2, "3")
-    suite.check(r.rc == 0 and r.lines() == {0: ["omp=3"], 1: ["omp=3"]} and OMP_NOTE not in r.err,
-                "OMP_NUM_THREADS=3 is kept, nothing said", "%r\n%s" % (r.lines(), r.err))
+                    "OMP_NUM_THREADS %r, GPUBRIDGE_DEBUG=info: one line on stderr says so and how to override"
+                    % given, r.err)
+    fits = str(max(1, CORES // 2))
+    r = omp_job(2, fits)
+    suite.check(r.rc == 0 and r.lines() == {0: ["omp=" + fits], 1: ["omp=" + fits]} and r.err == "",
+                "OMP_NUM_THREADS=%s on 2 ranks of %d cores is kept, nothing said" % (fits, CORES),
+                "%r\n%s" % (r.lines(), r.err))
+    over = str(max(2, CORES))
+    r = omp_job(2, over)
+    warnings = [l for l in r.err.splitlines() if l.startswith(OMP_WARNING)]
+    suite.check(r.rc == 0 and r.lines() == {0: ["omp=" + over], 1: ["omp=" + over]} and len(warnings) == 1
+                and "%d threads on %d cores" % (2 * int(over), CORES) in warnings[0]
+                and "set OMP_NUM_THREADS=%d" % max(1, CORES // 2) in warnings[0],
+                "OMP_NUM_THREADS=%s on 2 ranks of %d cores is kept, and warned of with the value to set"
+                % (over, CORES), "%r\n%s" % (r.lines(), r.err))
     r = omp_job(1, None)
     suite.check(r.rc == 0 and r.lines() == {0: ["omp=unset"]} and OMP_NOTE not in r.err,
                 "one rank: OMP_NUM_THREADS left unset (as torchrun)", "%r\n%s" % (r.lines(), r.err))

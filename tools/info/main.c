@@ -7,6 +7,7 @@
 
 #include "gpubridge/gpubridge.h"
 #include "trace.h"
+#include "version.h"
 
 /* clang's __VERSION__ names itself; gcc's is the bare number. */
 #if defined(__clang__)
@@ -159,15 +160,7 @@ int main(int argc, char** argv) {
     }
     return traceMain(traceDir);
   }
-  if (version) {
-    int code = 0;
-    if (gbGetVersion(&code) != gbSuccess) {
-      fprintf(stderr, "gpubridge-info: %s\n", gbGetLastError(NULL));
-      return 1;
-    }
-    printf("%d.%d.%d\n", code / 10000, code / 100 % 100, code % 100);
-    return 0;
-  }
+  if (version) return gbToolPrintVersion("gpubridge-info");
   if (config) return printParams(markdown);
   return printSummary();
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "perf.h"
+#include "version.h"
 
 /* Rank 0 opens an output file (-J, --tune) before anything runs; every rank
  * learns whether it could, so all stop alike when it could not. Collective
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   perfOptions_t opts;
   int rc = perfOptionsParse(argc, argv, &opts);
-  if (rc == 1) return 0;
+  if (rc == 1) return opts.version ? gbToolPrintVersion("gpubridge-perf") : 0;
   if (rc != 0) return rc;
 
   gbConfig_t config = GB_CONFIG_INITIALIZER;

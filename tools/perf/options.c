@@ -37,9 +37,11 @@ static const char usageText[] =
     "      --baseline          real GPUs: also run each size through NCCL or RCCL alone\n"
     "      --phases            also print rank 0's mean time per phase of a call (check,\n"
     "                          island, wait, bridge, after), from the flight recorder\n"
+    "      --version           the library's version, MAJOR.MINOR.PATCH, alone on a line\n"
     "  -h, --help              this text\n"
     "nccl-tests flags taken at the values that mean what gpubridge-perf does: -t 1, -g 1\n"
-    "(one GPU per process), -m 1, -p 0|1, and 0 for -y -G -C -R -S -M -x -D -V.\n"
+    "(one GPU per process), -m 1, -p 0|1, and 0 for -y -G -C -R -S -M -x -D -V (so -V is\n"
+    "nccl-tests' device CTA count, not the version).\n"
     "Start one process per rank: gpubridge-run -n 4 --vendors nvidia:2,amd:2 -- \\\n"
     "  gpubridge-perf all_reduce -b 8 -e 64M -f 2\n"
     "Started with no launcher (no RANK/WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\n"
@@ -52,6 +54,13 @@ static int fail(const char* fmt, const char* arg) {
   snprintf(line, sizeof(line), "gpubridge-perf: %s\nrun gpubridge-perf -h for the flags\n", why);
   fputs(line, stderr);
   return PERF_EXIT_USAGE;
+}
+
+/* Whether this process prints -h and --version: once per job, not once per
+ * rank, when a launcher set RANK. */
+static int firstRank(void) {
+  const char* rank = getenv("RANK");
+  return !rank || strcmp(rank, "0") == 0;
 }
 
 /* The flag getopt just rejected, for the message. */
@@ -193,7 +202,7 @@ static void buildOptions(struct option* longOpts, char* shortOpts, size_t shortL
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
       {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
       {"phases", no_argument, 0, 'P'},
-      {"help", no_argument, 0, 'h'}};
+      {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'v'}};
   int n = 0;
   for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) longOpts[n++] = own[k];
   size_t used = (size_t)snprintf(shortOpts, shortLen, "%s", OWN_FLAGS);
@@ -276,12 +285,12 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
                 break;
       case 'P': opts->phases = 1;
                 break;
-      case 'h': {
-        /* Once per job, not once per rank, when a launcher set RANK. */
-        const char* rank = getenv("RANK");
-        if (!rank || strcmp(rank, "0") == 0) fputs(usageText, stdout);
+      case 'h':
+        if (firstRank()) fputs(usageText, stdout);
         return 1;
-      }
+      case 'v': /* --version only: -V is nccl-tests' device CTA count (fixed.c) */
+        opts->version = firstRank();
+        return 1;
       case ':': return fail("%s needs a value", flagName(argv));
       case '?': return fail("unknown flag '%s'", flagName(argv));
       default: {

@@ -91,6 +91,7 @@ typedef struct {
   const char* tunePath;  /* --tune FILE; NULL: none */
   int baseline;          /* --baseline */
   int phases;            /* --phases */
+  int version;           /* --version on the rank that prints it */
 } perfOptions_t;
 
 /* fixed.c: nccl-tests flags gpubridge-perf accepts only at the values that
@@ -109,7 +110,8 @@ const perfFixedFlag_t* perfFixedFlagFind(int flag); /* NULL: not one of them */
 /* 0 if value is accepted; else -1 with the message in why. */
 int perfFixedFlagCheck(const perfFixedFlag_t* f, const char* value, char* why, size_t len);
 
-/* Parses argv. Returns 0 to run, 1 when -h printed the usage (exit 0), or
+/* Parses argv. Returns 0 to run, 1 when -h printed the usage or --version
+ * asked for the version (opts->version: print it; exit 0), or
  * PERF_EXIT_USAGE after printing why the command line is wrong. */
 int perfOptionsParse(int argc, char** argv, perfOptions_t* opts);
 

@@ -3,11 +3,13 @@
  * rank inherits it. The per-rank variables (RANK, LOCAL_RANK,
  * GPUBRIDGE_VENDOR) are set in spawn.c. */
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -101,19 +103,46 @@ static gbResult_t pickFreePort(int* port) {
                    strerror(err));
 }
 
+/* The cores this launcher (and so each rank) may run on. */
+static long usableCores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* INFO lines are asked for as the library's log asks: GPUBRIDGE_DEBUG=INFO or TRACE. */
+static int infoWanted(void) {
+  const char* level = getenv("GPUBRIDGE_DEBUG");
+  return level && (strcasecmp(level, "INFO") == 0 || strcasecmp(level, "TRACE") == 0);
+}
+
 /* N ranks that each start an OpenMP (or torch intra-op) thread per core
  * oversubscribe the machine N times: 50 DDP steps of a small model took 4-10 s
  * instead of 0.2 s. As torchrun does, one thread per rank unless the user
- * chose, said once. A single rank keeps the runtime's default. */
+ * chose: said at INFO only, since nothing is wrong then. A choice of more
+ * than one thread that gives the ranks more threads than cores is the real
+ * problem, and is warned of.
+ * A single rank keeps the runtime's default. */
 static gbResult_t limitOpenMpThreads(int nranks) {
   const char* given = getenv("OMP_NUM_THREADS");
-  if (nranks < 2 || (given != NULL && given[0] != '\0')) return gbSuccess; /* OpenMP ignores an empty one */
+  long cores = usableCores();
+  if (nranks < 2) return gbSuccess;
+  if (given != NULL && given[0] != '\0') { /* OpenMP ignores an empty one */
+    char* end;
+    long threads = strtol(given, &end, 10); /* the first level of a nested list ("4,2") */
+    if (threads > 1 && cores > 0 && threads * nranks > cores) /* 1 each is the default's count */
+      fprintf(stderr,
+              "gpubridge-run: warning: OMP_NUM_THREADS=%s gives %d ranks %ld threads on %ld cores, so they slow each "
+              "other down; set OMP_NUM_THREADS=%ld (cores / ranks) or unset it (1 per rank)\n",
+              given, nranks, threads * nranks, cores, cores / nranks > 1 ? cores / nranks : 1);
+    return gbSuccess;
+  }
   GB_RUN_CHECK(setVar("OMP_NUM_THREADS", "1"));
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  fprintf(stderr,
-          "gpubridge-run: setting OMP_NUM_THREADS=1 for each rank, so that %d ranks do not each start a "
-          "thread per core (%ld here); set OMP_NUM_THREADS yourself to choose another value\n",
-          nranks, cores);
+  if (infoWanted())
+    fprintf(stderr,
+            "gpubridge-run: setting OMP_NUM_THREADS=1 for each rank, so that %d ranks do not each start a "
+            "thread per core (%ld here); set OMP_NUM_THREADS yourself to choose another value\n",
+            nranks, cores);
   return gbSuccess;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include "run.h"
+#include "version.h"
 
 gbResult_t gbRunFail(gbResult_t res, const char* fmt, ...) {
   va_list ap;
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
     gbRunUsagePrint(stdout);
     return 0;
   }
+  if (opts.version) return gbToolPrintVersion("gpubridge-run");
   gbRunRestore_t restore;
   memset(&restore, 0, sizeof(restore));
   restore.launcher = getpid();

@@ -12,6 +12,7 @@ void gbRunUsagePrint(FILE* f) {
     "usage: gpubridge-run -n N [--vendors nvidia:2,amd:2 | --vendors nvidia,amd,...]\n"
     "                     [--keep-going] [--timeout SECONDS] [--port P] [--no-tag]\n"
     "                     [--] PROGRAM ARGS...\n"
+    "       gpubridge-run --version | -h\n"
     "Starts N local ranks of PROGRAM with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
     "GROUP_RANK, MASTER_ADDR, MASTER_PORT and GPUBRIDGE_JOB_SECRET set, and\n"
     "OMP_NUM_THREADS=1 when N > 1 and it is not set (as torchrun does; set it to override).\n"
@@ -25,6 +26,7 @@ void gbRunUsagePrint(FILE* f) {
     "  --port P           MASTER_PORT (default: a free port on 127.0.0.1 below the\n"
     "                     ephemeral range)\n"
     "  --no-tag           do not prefix output lines with [rank]\n"
+    "  --version          the library's version, MAJOR.MINOR.PATCH, alone on a line\n"
     "  -h, --help         this text\n",
     GB_RUN_LABEL_MAX);
 }
@@ -163,6 +165,9 @@ gbResult_t gbRunOptionsParse(int argc, char** argv, gbRunOptions_t* opts) {
     if (a[0] != '-' || a[1] == '\0') break; /* the program ("-" alone is a name too) */
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       opts->help = 1;
+      return gbSuccess;
+    } else if (strcmp(a, "--version") == 0) {
+      opts->version = 1;
       return gbSuccess;
     } else if (strcmp(a, "--keep-going") == 0) {
       opts->keepGoing = 1;

@@ -1,5 +1,6 @@
 /* gpubridge-run, the local launcher: the pieces its files share.
- * The launcher does not call libgpubridge; it borrows only gbResult_t. */
+ * The launcher calls libgpubridge for --version only (gbGetVersion);
+ * otherwise it borrows gbResult_t. */
 #ifndef GB_TOOLS_RUN_RUN_H
 #define GB_TOOLS_RUN_RUN_H
 
@@ -24,6 +25,7 @@ typedef struct {
   int port;         /* 0: pick a free one */
   int noTag;
   int help;         /* -h: print usage, run nothing */
+  int version;      /* --version: print the library's version, run nothing */
   char** argv;      /* PROGRAM ARGS..., NULL-terminated; points into main's argv */
 } gbRunOptions_t;
 
@@ -46,8 +48,9 @@ gbResult_t gbRunFail(gbResult_t res, const char* fmt, ...) __attribute__((format
 /* ---- env.c: the rendezvous environment every rank shares ---- */
 /* Sets WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
  * GPUBRIDGE_JOB_SECRET (unless already set) and, with more than one rank,
- * OMP_NUM_THREADS=1 (unless already set; said on stderr) in the launcher's
- * environment. */
+ * OMP_NUM_THREADS=1 (unless already set; said on stderr at GPUBRIDGE_DEBUG=INFO;
+ * a value set that gives the ranks more threads than cores is warned of) in
+ * the launcher's environment. */
 gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts);
 
 /* ---- output.c: one rank's stdout or stderr, forwarded whole lines at a time ---- */
