@@ -19,6 +19,9 @@
 #             (build-asan) or TSan (build-tsan); any report fails (tests/sanitizers/)
 # make bench-gloo / bench-mpi / bench-link   comparisons (bench/, docs/PERFORMANCE.md);
 #             results go to $(BUILD)/perf; BENCH_OUT=docs/perf records them in the docs
+# make bench-train / bench-entry   a DDP step bridged against the same step alone, and
+#             one all-reduce through gpubridge-perf, the torch backend and the drop-in
+#             (on a GPU: split-test on it, PYTHON=python3 with CUDA torch; else simulated)
 BUILD ?= build
 WERROR ?= ON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -43,7 +46,8 @@ endif
 # Its path as CMake must hold it (Python3_EXECUTABLE), once it exists.
 PY_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 
-.PHONY: all build demo test test-asan test-tsan clean env-doc bench-gloo bench-mpi bench-link venv need-tools
+.PHONY: all build demo test test-asan test-tsan clean env-doc bench-gloo bench-mpi bench-link bench-train bench-entry \
+  venv need-tools
 
 all: build
 
@@ -129,6 +133,20 @@ bench-mpi: build $(PY_READY)
 # Needs root: network namespaces and tc.
 bench-link: build $(PY_READY)
 	$(PYTHON) bench/bench_link.py $(BENCH_ARGS)
+
+# Two ranks, one island each: on a GPU two split-test ranks on it (with CUDA
+# torch: PYTHON=python3), else simulated nvidia + amd on the CPU with a small
+# model. TRAIN_ARGS / ENTRY_ARGS add options (--layout amd, --backend nccl, ...;
+# bench/README.md). Each ends with its figures' line.
+TRAIN_ARGS ?=
+ENTRY_ARGS ?=
+
+bench-train: build $(PY_READY)
+	$(PYTHON) bench/train_step.py --build $(abspath $(BUILD)) --json $(abspath $(BENCH_OUT))/train_step.json $(TRAIN_ARGS)
+
+bench-entry: build $(PY_READY)
+	$(PYTHON) bench/entry_points.py --build $(abspath $(BUILD)) --json $(abspath $(BENCH_OUT))/entry_points.json \
+	  $(ENTRY_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
