@@ -5,12 +5,13 @@ before anything is enqueued, enqueues the C call on the communicator's stream
 and returns a Work. The communicator is used by one thread at a time, as the
 C API requires: a lock serializes enqueues from several Python threads.
 """
+import datetime
 import threading
 import weakref
 
 import torch
 
-from . import _lib, _tensors as T
+from . import _interrupt, _lib, _tensors as T
 from ._lib import Error
 from ._tensors import Unsupported
 from ._work import Watcher, Work, completed_work
@@ -18,10 +19,22 @@ from ._work import Watcher, Work, completed_work
 _live = weakref.WeakSet()
 
 
-def _timeout_config(timeout_s):
-    if timeout_s is None:
-        return None
-    return _lib.make_config(timeout_seconds=max(1, min(86400, int(round(timeout_s)))))
+def _init_config(timeout_s):
+    """Settings of a non-blocking init (polled, so that Ctrl-C is heard: _interrupt.py),
+    with timeout_s, when given, as every wait's deadline."""
+    t = None if timeout_s is None else max(1, min(86400, int(round(timeout_s))))
+    return _lib.make_config(blocking=0, timeout_seconds=t)
+
+
+def _wait_key(store, key, rank, timeout_s):
+    """store.wait([key]) in slices (store.check), within timeout_s or the store's own timeout."""
+    limit = timeout_s or getattr(store, "timeout", None) or 300.0
+    if isinstance(limit, datetime.timedelta):
+        limit = limit.total_seconds()
+    if not _interrupt.until(lambda: store.check([key]), limit):
+        raise Error(_lib.TIMEOUT, "rank %d waited %.0f s for rank 0 to publish the communicator's unique id (store "
+                    "key %s): check that rank 0 is running and makes the same process group, or raise the "
+                    "process group's timeout" % (rank, limit, key))
 
 
 class Communicator:
@@ -39,6 +52,8 @@ class Communicator:
         self.timeout_s = float(timeout_s) if timeout_s else 300.0
         self._lock = threading.RLock()
         self._destroyed = False
+        self._free_lock = threading.Lock()
+        self._freed = False  # gbCommDestroy or gbCommAbort was called
         self._cuda_stream = None
         if self.run_kind == "real":
             self._stream = None
@@ -58,13 +73,17 @@ class Communicator:
 
     @classmethod
     def from_unique_id(cls, nranks, unique_id, rank, timeout_s=None):
-        cfg = _timeout_config(timeout_s)
-        h = _lib.comm_init_rank_config(nranks, unique_id, rank, cfg)
+        cfg = _init_config(timeout_s)
+        h = _interrupt.init_polled(lambda: _lib.comm_init_rank_start(nranks, unique_id, rank, cfg))
         return cls(h, timeout_s)
 
     @classmethod
     def from_env(cls, timeout_s=None):
-        h = _lib.comm_init_from_env(_timeout_config(timeout_s))
+        # Under torchrun the launcher's store is read before init starts (a
+        # wait of its own): on a helper thread, whose handle an interrupt aborts.
+        cfg = _init_config(timeout_s)
+        h = _interrupt.init_polled(lambda: _interrupt.call(_lib.comm_init_from_env_start, cfg,
+                                                           abandoned=_abort_started))
         return cls(h, timeout_s)
 
     @classmethod
@@ -81,28 +100,57 @@ class Communicator:
             uid = _lib.get_unique_id()
             store.set(key, uid)
         else:
-            store.wait([key])
+            _wait_key(store, key, rank, timeout_s)
             uid = store.get(key)
         return cls.from_unique_id(size, bytes(uid), rank, timeout_s)
 
     def split(self, color, key):
-        """gbCommSplit: a new Communicator of the ranks with the same color, or None."""
+        """gbCommSplit: a new Communicator of the ranks with the same color, or None.
+
+        Ctrl-C while the ranks agree on the split ends this communicator too:
+        gbCommSplit cannot be stopped from another thread, so it goes on on
+        its own thread, which aborts the new communicator and this one once it
+        returns. Ctrl-C while the new communicator starts aborts that one."""
         with self._lock:
             self._check_live("split")
-            h = _lib.comm_split(self.handle, color, key, None)
-        return Communicator(h, self.timeout_s) if h else None
+            try:
+                h = _interrupt.call(_lib.comm_split_start, self.handle, color, key, abandoned=self._split_abandoned)
+            except KeyboardInterrupt:
+                self._destroyed = True  # no call may use it now; _split_abandoned frees it
+                raise
+        if not h:
+            return None
+        return Communicator(_interrupt.init_polled(lambda: h), self.timeout_s)
+
+    def _split_abandoned(self, child):
+        if child:
+            _interrupt.abort_quietly(child)
+        self._abort_now()
 
     # ------------------------------------------------------------ teardown
 
     def destroy(self):
-        """Finishes pending work, then frees the communicator (collective in effect)."""
+        """Finishes pending work, then frees the communicator (collective in
+        effect). Ctrl-C while it waits aborts the communicator instead."""
         with self._lock:
             if self._destroyed:
                 return
             self._destroyed = True
         self._detach_observers()
-        stopped = self._watcher.stop(self.timeout_s + 60)
-        if not stopped:
+        try:
+            stopped = self._watcher.stop(self.timeout_s + 60)
+            # gbCommFinalize, the wait for the host steps, may be aborted from
+            # this thread while it runs on another; what is left of
+            # gbCommDestroy then is quick.
+            res = _interrupt.call(_finalize, self.handle) if stopped else None
+        except KeyboardInterrupt:
+            self.interrupted()
+            raise
+        with self._free_lock:
+            self._freed = True
+        # A stuck watcher, or a finalize that timed out on a live communicator
+        # (gbCommDestroy would wait once more): abort instead.
+        if res is None or (res == _lib.TIMEOUT and not self._failed()):
             _lib.comm_abort(self.handle)
         else:
             _lib.comm_destroy(self.handle)
@@ -116,8 +164,28 @@ class Communicator:
                 return
             self._destroyed = True
         self._detach_observers()
-        _lib.comm_abort(self.handle)
+        self._abort_now()
+
+    def interrupted(self):
+        """Ctrl-C came in one of this communicator's waits: abort it (pending
+        Works fail, peers see it go), whichever thread holds its lock; the
+        caller lets the interrupt go on."""
+        self._destroyed = True
+        self._detach_observers()
+        self._abort_now()
+
+    def _abort_now(self):
+        """gbCommAbort once, then the watcher's end (its waits return at once)."""
+        self._destroyed = True
+        with self._free_lock:
+            if self._freed:
+                return
+            self._freed = True
+        _interrupt.abort_quietly(self.handle)
         self._watcher.stop(self.timeout_s + 60)
+
+    def _failed(self):
+        return _lib.comm_get_async_error(self.handle) != _lib.SUCCESS
 
     def _detach_observers(self):
         if self._observer_hub is not None:
@@ -359,6 +427,21 @@ class Communicator:
     def _check_root(self, call, root, what="root"):
         if not isinstance(root, int) or root < 0 or root >= self.size:
             raise Unsupported(call, "%s %r is not a rank of this group [0, %d)" % (what, root, self.size))
+
+
+def _finalize(handle):
+    """gbCommFinalize's result (not raised: destroy decides)."""
+    try:
+        _lib.comm_finalize(handle)
+        return _lib.SUCCESS
+    except Error as e:
+        return e.code
+
+
+def _abort_started(handle):
+    """An init started after Ctrl-C came: stopped once it has a handle."""
+    if handle:
+        _interrupt.abort_quietly(handle)
 
 
 def live_communicators():

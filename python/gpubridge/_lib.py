@@ -362,6 +362,27 @@ def comm_init_from_env(config=None):
     return comm.value
 
 
+def _started(res, comm):
+    """A non-blocking init's handle: gbInProgress (or gbSuccess) is a start."""
+    if res not in (SUCCESS, IN_PROGRESS):
+        _check(res)
+    return comm.value
+
+
+def comm_init_rank_start(nranks, unique_id, rank, config):
+    """gbCommInitRankConfig with config.blocking = 0: the handle, its init still
+    running (comm_get_async_error says when it is done)."""
+    comm = _P()
+    return _started(_fn("gbCommInitRankConfig")(ctypes.byref(comm), int(nranks), _uid(unique_id), int(rank),
+                                                ctypes.byref(config)), comm)
+
+
+def comm_init_from_env_start(config):
+    """gbCommInitFromEnv with config.blocking = 0: as comm_init_rank_start."""
+    comm = _P()
+    return _started(_fn("gbCommInitFromEnv")(ctypes.byref(comm), ctypes.byref(config)), comm)
+
+
 def comm_finalize(comm):
     _check(_fn("gbCommFinalize")(comm), comm)
 
@@ -415,6 +436,18 @@ def comm_split(comm, color, key, config=None):
     new = _P()
     _check(_fn("gbCommSplit")(comm, int(color), int(key), ctypes.byref(new),
                               ctypes.byref(config) if config is not None else None), comm)
+    return new.value
+
+
+def comm_split_start(comm, color, key, config=None):
+    """comm_split for a child whose init is non-blocking (config.blocking = 0,
+    or inherited from a parent made so): its handle, its init maybe still
+    running (comm_get_async_error says when it is done), or None."""
+    new = _P()
+    res = _fn("gbCommSplit")(comm, int(color), int(key), ctypes.byref(new),
+                             ctypes.byref(config) if config is not None else None)
+    if res not in (SUCCESS, IN_PROGRESS):
+        _check(res, comm)
     return new.value
 
 

@@ -20,7 +20,7 @@ import ctypes
 import queue
 import threading
 
-from . import _lib
+from . import _interrupt, _lib
 from ._lib import Error
 
 _RECORD_BYTES = ctypes.sizeof(_lib.CollRecord)
@@ -162,7 +162,7 @@ class Observer:
             hub.discard(self)
         self.queue.put(_STOP)
         if threading.current_thread() is not self._thread:
-            self._thread.join(_DRAIN_SECONDS)
+            _interrupt.join(self._thread, _DRAIN_SECONDS)
 
     def __enter__(self):
         return self

@@ -13,6 +13,9 @@ Its Work turns complete only when the device work is done:
   stream; is_completed() queries it, wait() makes the current stream wait for
   it (no host block), and the watcher thread synchronizes the event to
   complete the future.
+
+Every wait here is cut into slices so that Ctrl-C is heard (_interrupt.py);
+a KeyboardInterrupt in wait() aborts the communicator before it goes on.
 """
 import datetime
 import threading
@@ -20,7 +23,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from . import _lib
+from . import _interrupt, _lib
 from ._lib import Error
 
 # The watcher wakes this often when idle, to notice a stop request promptly
@@ -88,17 +91,18 @@ class Work(dist.Work):
     def wait(self, timeout=None):
         """Host device: blocks until the call finished (up to the timeout, the
         process group's by default). GPU: the current stream waits for the
-        call; the host does not block."""
+        call; the host does not block (but for a barrier). Ctrl-C while it
+        blocks aborts the communicator (pending Works fail) and goes on."""
         if self._event is not None:
             if self._error is not None:
                 raise self._error
             if self._blocking:
-                self._event.synchronize()
+                self._interruptible(_interrupt.call, self._event.synchronize)
             else:
                 torch.cuda.current_stream().wait_event(self._event)
             return True
         limit = _seconds(timeout, self._comm.timeout_s + _MARGIN_S)
-        if not self._done.wait(limit):
+        if not self._interruptible(_interrupt.wait_event, self._done, limit):
             raise Error(_lib.TIMEOUT, "%s did not finish within %.0f s (rank %d of %d); a peer may have "
                         "stopped or called a different collective. Raise the process group's timeout "
                         "or GPUBRIDGE_TIMEOUT if the work is only slow" %
@@ -106,6 +110,13 @@ class Work(dist.Work):
         if self._error is not None:
             raise self._error
         return True
+
+    def _interruptible(self, wait, *args):
+        try:
+            return wait(*args)
+        except KeyboardInterrupt:
+            self._comm.interrupted()
+            raise
 
     def synchronize(self):
         self.wait()
@@ -176,5 +187,5 @@ class Watcher:
             self._stopping = True
             self._cond.notify()
         if threading.current_thread() is not self._thread:
-            self._thread.join(timeout_s)
+            _interrupt.join(self._thread, timeout_s)
         return not self._thread.is_alive()
