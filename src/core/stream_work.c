@@ -32,7 +32,7 @@ static gbResult_t tracedMarkerRun(void* arg) {
 static void tracedMarkerDone(void* arg) {
   gbTraceEntry_t* e = arg;
   gbComm_t c = e->comm;
-  if (atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight) gbTraceFinishDropped(e, 0);
+  if (gbTraceRecordOpen(e)) gbTraceFinishDropped(e, 0);
   markerDone(c);
 }
 

@@ -28,6 +28,10 @@ static void freeOp(gbProxyOp_t* op) {
   op->arg = NULL;
 }
 
+static void traceEvent(gbProxy_t* p, const gbProxyOp_t* op, int event) {
+  if (op->trace && p->cfg.onStep) p->cfg.onStep(p->cfg.ctx, op, event, gbSuccess, 0);
+}
+
 static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
   /* The stream's own steps (an island step waiting on a stopped peer) time
    * out after the timeout and name the peer at fault; this wait, begun
@@ -36,6 +40,7 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
   gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec + 2, p->cfg.abortFlag)
                              : gbSuccess;
   if (res != gbSuccess) {
+    traceEvent(p, op, GB_PROXY_STEP_DROPPED);
     if (res == gbTimeout)
       return gbErrorSet(gbTimeout, "proxy: collective #%llu: this rank's stream did not reach the collective within "
                                    "%.0f s (the stream is blocked or busy: an island peer may be stopped, or earlier "
@@ -65,6 +70,7 @@ static void* proxyMain(void* arg) {
     gbResult_t failed = p->failed;
     pthread_mutex_unlock(&p->lock);
 
+    if (failed != gbSuccess) traceEvent(p, &op, GB_PROXY_STEP_DROPPED);
     gbResult_t res = failed != gbSuccess ? failed : runOp(p, &op);
     if (res != gbSuccess && failed == gbSuccess) p->cfg.onError(p->cfg.ctx, res);
     if (op.done) gbFlagSetHost(op.done, op.doneValue, res == gbSuccess ? 0 : (int)res);
@@ -99,11 +105,13 @@ gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out) {
 }
 
 gbResult_t gbProxyPost(gbProxy_t* p, const gbProxyOp_t* op) {
+  traceEvent(p, op, GB_PROXY_STEP_POSTED); /* before the proxy can end it */
   pthread_mutex_lock(&p->lock);
   if (p->len == p->cap) {
     gbProxyOp_t* ring = malloc(sizeof(gbProxyOp_t) * p->cap * 2);
     if (!ring) {
       pthread_mutex_unlock(&p->lock);
+      traceEvent(p, op, GB_PROXY_STEP_DROPPED);
       return gbErrorSet(gbSystemError, "proxy: out of memory for %zu queued steps", p->cap * 2);
     }
     for (size_t i = 0; i < p->len; i++) ring[i] = p->ring[(p->head + i) % p->cap];

@@ -31,8 +31,11 @@ typedef struct {
   uint32_t chunk, nchunks;   /* this step's index among its call's host steps, and their number */
 } gbProxyOp_t;
 
-/* onStep's events: the step's input is ready and it starts; it ended. */
-enum { GB_PROXY_STEP_READY = 0, GB_PROXY_STEP_END = 1 };
+/* onStep's events, for a step with a trace: it was posted (on the
+ * poster's thread); its input is ready and it starts; it ended; or it ended
+ * without running (its input never came, or an earlier step failed). Every
+ * posted step ends once, as END or DROPPED. */
+enum { GB_PROXY_STEP_READY = 0, GB_PROXY_STEP_END = 1, GB_PROXY_STEP_POSTED = 2, GB_PROXY_STEP_DROPPED = 3 };
 
 typedef struct gbProxy gbProxy_t;
 
@@ -40,9 +43,10 @@ typedef struct {
   double timeoutSec;
   const atomic_int* abortFlag;
   void (*onError)(void* ctx, gbResult_t res); /* the first failure */
-  /* For steps with a trace (NULL: none): called on the proxy thread when the
-   * step starts and when it ended, with its result and the bytes its group
-   * sent; the END call comes before the step's done flag is set. */
+  /* For steps with a trace (NULL: none): called when the step is posted,
+   * and on the proxy thread when it starts and when it ended, with its
+   * result and the bytes its group sent (or when it was dropped); the END
+   * call comes before the step's done flag is set. */
   void (*onStep)(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent);
   void* ctx;
 } gbProxyConfig_t;

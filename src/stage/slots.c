@@ -108,7 +108,7 @@ static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, c
 }
 
 static gbResult_t counterStep(void* arg) {
-  const gbSharedStep_t* st = arg;
+  gbSharedStep_t* st = arg;
   gbSharedSlots_t* sh = st->sh;
   if (st->publish) atomic_store_explicit(st->publish, st->use, memory_order_release);
   int64_t start = gbClockNowNs(), deadline = start + (int64_t)(sh->ctx.timeoutSec * 1e9);
@@ -118,6 +118,7 @@ static gbResult_t counterStep(void* arg) {
       if (atomic_load_explicit(st->wait[i], memory_order_acquire) < st->use) waiting = st->who[i];
     if (waiting < 0) {
       if (st->group) st->group->bytesSent += st->bytes;
+      st->passed = 1;
       return gbSuccess;
     }
     GB_CHECK(peerProblem(sh, waiting, looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
@@ -136,12 +137,75 @@ static gbResult_t counterStep(void* arg) {
   }
 }
 
+/* A watch that failed, or never ran after an earlier failure, lets this
+ * member's streams go. */
+static void freeStep(void* arg) {
+  gbSharedStep_t* st = arg;
+  if (st->watch && !st->passed) gbSharedRelease(st->sh, gbRemoteError);
+  free(st);
+}
+
 gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, gbFlag_t* ready,
                             uint64_t readyValue, gbFlag_t* done, uint64_t doneValue) {
   gbSharedStep_t* st = malloc(sizeof(*st));
-  if (!st) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", step->sh->name);
+  if (!st) {
+    if (step->watch) gbSharedRelease(step->sh, gbSystemError);
+    return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", step->sh->name);
+  }
   *st = *step;
-  gbResult_t res = gbStagePost(&step->sh->ctx, tag, counterStep, st, free, ready, readyValue, done, doneValue);
-  if (res != gbSuccess) free(st);
+  st->passed = 0;
+  gbResult_t res = gbStagePost(&step->sh->ctx, tag, counterStep, st, freeStep, ready, readyValue, done, doneValue);
+  if (res != gbSuccess) freeStep(st);
   return res;
+}
+
+/* ---------------------------------------------------------------- signals */
+
+/* What a release stores: at or above every use a wait asks for, in 64 bits
+ * and in the low 32 (a GPU's 32-bit wait compares that word cyclically). */
+#define RELEASED 0x3FFFFFFF3FFFFFFFull
+
+static gbFlag_t* signalOf(const gbSharedSlots_t* sh, int to, int which, int from, size_t slot) {
+  gbSharedCtl_t* c = gbSharedCtl(sh, to);
+  return which == SIGNAL_FULL ? &c->inFull[from][slot] : &c->inRead[from][slot];
+}
+
+gbResult_t gbSharedSignal(const gbSharedSlots_t* sh, int which, size_t slot, uint64_t use, void* stream) {
+  const gbDeviceOps* dev = sh->ctx.dev;
+  for (int k = 0; k < sh->n; k++) {
+    if (k == sh->me) continue;
+    gbFlag_t* f = signalOf(sh, k, which, sh->me, slot);
+    if (dev->flagWriteMapped) /* the segment is one mapped range: no lookup per write */
+      GB_CHECK(dev->flagWriteMapped(f, sh->devBase + ((char*)f - sh->base), use, stream));
+    else
+      GB_CHECK(dev->flagWrite(f, use, stream));
+  }
+  return gbSuccess;
+}
+
+gbResult_t gbSharedAwait(const gbSharedSlots_t* sh, int which, size_t slot, uint64_t use, void* stream) {
+  if (use == 0) return gbSuccess;
+  for (int k = 0; k < sh->n; k++)
+    if (k != sh->me) GB_CHECK(sh->ctx.dev->flagWait(signalOf(sh, sh->me, which, k, slot), use, stream));
+  return gbSuccess;
+}
+
+void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error) {
+  for (int k = 0; k < sh->n; k++)
+    for (int s = 0; s < sh->nslots; s++) {
+      gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_FULL, k, (size_t)s), RELEASED, (int)error);
+      gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_READ, k, (size_t)s), RELEASED, (int)error);
+    }
+}
+
+gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int which, size_t slot, uint64_t use,
+                             uint64_t bytes, gbFlag_t* ready, gbFlag_t* done) {
+  gbSharedStep_t st = {.sh = sh, .slot = slot, .use = use, .what = which == SIGNAL_READ ? "to finish reading" : "to stage",
+                       .group = which == SIGNAL_READ ? NULL : tag->group, .bytes = bytes, .watch = 1};
+  for (int k = 0; k < sh->n; k++) {
+    if (k == sh->me) continue;
+    st.who[st.nwait] = k;
+    st.wait[st.nwait++] = &signalOf(sh, sh->me, which, k, slot)->value;
+  }
+  return gbSharedPostStep(&st, tag, ready, use, done, use);
 }

@@ -28,7 +28,11 @@ gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbSt
     GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_INPUT, out->slot), out->use, stream));
     GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_INPUT, out->slot), out->use, on));
   }
-  return dev->flagWait(gbSharedFlag(sh, FLAG_FREED, out->slot), out->use - 1, on);
+  if (sh->remote) return dev->flagWait(gbSharedFlag(sh, FLAG_FREED, out->slot), out->use - 1, on);
+  /* Shared: every other member read the slot's last use, and so did I (on
+   * whichever stream that call ran). */
+  GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_CONSUMED, out->slot), out->use - 1, on));
+  return gbSharedAwait(sh, SIGNAL_READ, out->slot, out->use - 1, on);
 }
 
 int gbSharedNeeds(const gbStageWork_t* w, int k, int from) {
@@ -57,40 +61,39 @@ static gbResult_t copyOut(const gbSharedSlots_t* sh, const gbStageWork_t* w, con
   return gbSuccess;
 }
 
-/* The group's step on a slot: publish my full (or read) counter, wait for
- * every other member's. Remote, a read step waits for nobody (the others
- * read their own copies) and only frees the slot. */
-static gbResult_t postStep(gbSharedSlots_t* sh, const gbProxyOp_t* tag, const gbStageSlot_t* s, int read,
-                           uint64_t bytes) {
-  gbSharedStep_t st = {.sh = sh, .slot = s->slot, .use = s->use, .what = read ? "to finish reading" : "to stage",
-                       .group = read ? NULL : tag->group, .bytes = bytes};
-  gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
-  st.publish = read ? &mine->read[s->slot] : &mine->full[s->slot];
-  for (int k = 0; k < sh->n && !sh->remote; k++) {
-    if (k == sh->me) continue;
-    gbSharedCtl_t* m = gbSharedCtl(sh, k);
-    st.who[st.nwait] = k;
-    st.wait[st.nwait++] = read ? &m->read[s->slot] : &m->full[s->slot];
-  }
-  return gbSharedPostStep(&st, tag, gbSharedFlag(sh, read ? FLAG_CONSUMED : FLAG_STAGED, s->slot), s->use,
-                          gbSharedFlag(sh, read ? FLAG_FREED : FLAG_FULL, s->slot), s->use);
+/* Across hosts the others read their own copies: once I read mine, the
+ * proxy frees the slot (a step in the proxy's order, waiting for nobody). */
+static gbResult_t postRemoteRead(gbSharedSlots_t* sh, const gbProxyOp_t* tag, const gbStageSlot_t* s) {
+  gbSharedStep_t st = {.sh = sh, .slot = s->slot, .use = s->use, .what = "to finish reading"};
+  return gbSharedPostStep(&st, tag, gbSharedFlag(sh, FLAG_CONSUMED, s->slot), s->use,
+                          gbSharedFlag(sh, FLAG_FREED, s->slot), s->use);
 }
 
-/* Take, copy out, mark staged: the front both stages share. */
+/* Take, copy out, mark staged (on one host: tell the members first): the
+ * front both stages share. */
 static gbResult_t stageChunk(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
                              gbStageSlot_t* s) {
   GB_CHECK(gbSharedTake(sh, stream, gbPlanOnSideStreams(partBytes(sh, w)), s));
   s->queued = 1;
   s->seq = tag->seq;
   GB_CHECK(copyOut(sh, w, s));
+  if (!sh->remote) GB_CHECK(gbSharedSignal(sh, SIGNAL_FULL, s->slot, s->use, s->on));
   return sh->ctx.dev->flagWrite(gbSharedFlag(sh, FLAG_STAGED, s->slot), s->use, s->on);
 }
 
+/* On one host the streams hand chunks over themselves; the proxy watches. */
 static gbResult_t sharedOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
                             gbStageSlot_t* s) {
   gbSharedSlots_t* sh = gbSlotsOf(st);
   GB_CHECK(stageChunk(sh, w, stream, tag, s));
-  return postStep(sh, tag, s, 0, sentBytes(sh, w));
+  return gbSharedPostWatch(sh, tag, SIGNAL_FULL, s->slot, s->use, sentBytes(sh, w), gbSharedFlag(sh, FLAG_STAGED, s->slot),
+                           gbSharedFlag(sh, FLAG_FULL, s->slot));
+}
+
+/* The stream waits until every member staged this use of the slot. */
+static gbResult_t awaitFull(const gbSharedSlots_t* sh, const gbStageSlot_t* s, void* stream) {
+  if (sh->remote) return sh->ctx.dev->flagWait(gbSharedFlag(sh, FLAG_FULL, s->slot), s->use, stream);
+  return gbSharedAwait(sh, SIGNAL_FULL, s->slot, s->use, stream);
 }
 
 static gbResult_t remoteOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
@@ -116,7 +119,7 @@ static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s
   gbResult_t r = gbSuccess;
   if (sh->fetchUse[s->slot] != s->use) {
     sh->fetchUse[s->slot] = s->use;
-    r = dev->flagWait(gbSharedFlag(sh, FLAG_FULL, s->slot), s->use, sh->fetchStream);
+    r = awaitFull(sh, s, sh->fetchStream);
     if (r == gbSuccess) r = dev->flagWait(gbSharedFlag(sh, FLAG_CONSUMED, s->slot), s->use - 1, sh->fetchStream);
   }
   uint64_t fetched = ++sh->fetches[s->slot];
@@ -148,8 +151,13 @@ static gbResult_t slotsIn(gbStage_t* st, const gbStageWork_t* w, void* stream, c
   gbSharedSlots_t* sh = gbSlotsOf(st);
   const gbDeviceOps* dev = sh->ctx.dev;
   size_t bytes = w->len * w->esize, mineAt = gbSharedBlockPerMember(w->coll) ? (size_t)sh->me * bytes : 0;
-  GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_FULL, s->slot), s->use, stream));
+  GB_CHECK(awaitFull(sh, s, stream));
+  /* My copy out on the side stream read my input, which the result may overwrite (remote: implied by full). */
+  if (!sh->remote && s->on != stream) GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_STAGED, s->slot), s->use, stream));
   if (!w->stageIn) {
+  } else if (w->coll == GB_COLL_BROADCAST && w->root == sh->me) {
+    /* The root's part is its input (the stream waited for the others, not for its own copy out). */
+    if (w->dst != w->src) GB_CHECK(dev->copyAsync(w->dst, w->src, bytes, stream));
   } else if (w->coll == GB_COLL_BROADCAST) {
     GB_CHECK(dev->copyAsync(w->dst, gbSharedAt(sh, w->root, s->slot), bytes, stream));
   } else if (w->coll == GB_COLL_ALLREDUCE || w->coll == GB_COLL_REDUCE) {
@@ -162,11 +170,15 @@ static gbResult_t slotsIn(gbStage_t* st, const gbStageWork_t* w, void* stream, c
       GB_CHECK(dev->copyAsync(w->dst + (size_t)r * w->dstStride, from, bytes, stream));
     }
   }
+  if (!sh->remote) GB_CHECK(gbSharedSignal(sh, SIGNAL_READ, s->slot, s->use, stream));
   GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_CONSUMED, s->slot), s->use, stream));
   gbProxyOp_t plain;
   memset(&plain, 0, sizeof(plain));
   plain.seq = s->seq;
-  return postStep(sh, &plain, s, 1, 0);
+  if (!sh->remote)
+    return gbSharedPostWatch(sh, &plain, SIGNAL_READ, s->slot, s->use, 0, gbSharedFlag(sh, FLAG_CONSUMED, s->slot),
+                             gbSharedFlag(sh, FLAG_FREED, s->slot));
+  return postRemoteRead(sh, &plain, s);
 }
 
 const gbStageOps_t gbStageSharedOps = {.name = "shared", .kind = GB_STAGE_SHARED, .out = sharedOut, .in = slotsIn, .fail = gbSlotsFail,

@@ -4,11 +4,15 @@
  *
  * On one host (shared): the members map one nameless segment (os/memfd.h)
  * and register it with their device, so a member reads the others' parts
- * where they lie. The proxy moves only counters: per member and slot, `full`
- * (this use of my slot holds my chunk) and `read` (I have reduced this use
- * of every member's slot), in the segment; a member waits for the others'
- * counters with a deadline, and hears a peer that failed (its failure
- * cause, also in the segment) or died (its process is gone or a zombie).
+ * where they lie. The streams hand chunks over themselves: per member and
+ * slot, a stream signals every other member in its control area (a flag in
+ * the segment that the stream writes with a stream memory op: `full`, this
+ * use of my slot holds my chunk; `read`, I have reduced this use of every
+ * member's slot) and waits for the others' signals in its own. No host
+ * thread is between them: the proxy only watches the same signals with a
+ * deadline, hears a peer that failed (its failure cause, also in the
+ * segment) or died (its process is gone or a zombie), and then releases this
+ * member's waits, so no stream waits forever.
  *
  * Across hosts (remote; groups of at most GB_STAGE_REMOTE_MAX members):
  * every member holds the same layout in its own registered host memory, and
@@ -24,13 +28,15 @@
  *           reach this point and until every member read the slot's last
  *           use; the chunk is copied out on it (the caller's own stream for
  *           a small part: gbStageWork_t.sideStreams);
- *  staged:  the copy stream marks it; the proxy publishes `full` and waits
- *           for every member's (remote: moves the parts the chunk needs);
- *  arrived: the caller's stream waits for that, then reads the members'
- *           parts (copies from their host addresses; reductions through
- *           fetch, which brings large parts to device scratch first);
- *  read:    marked read; the proxy publishes `read` and waits for every
- *           member's, which frees the slot (remote: mine frees it). */
+ *  staged:  the copy stream signals `full` to every member and marks it
+ *           (remote: the proxy moves the parts the chunk needs, then marks
+ *           it full);
+ *  arrived: the caller's stream waits for every member's `full` (remote:
+ *           the proxy's mark), then reads the members' parts (copies from
+ *           their host addresses; reductions through fetch, which brings
+ *           large parts to device scratch first);
+ *  read:    the caller's stream signals `read` to every member and marks it
+ *           (remote: the proxy frees my slot after my read). */
 #ifndef GB_STAGE_SLOTS_IMPL_H
 #define GB_STAGE_SLOTS_IMPL_H
 
@@ -42,17 +48,23 @@
 
 #define GB_STAGE_SLOTS_MAX 64 /* GPUBRIDGE_STAGING_SLOTS + 2 at most (else the private stage) */
 
-/* One member's counters and failure, in the segment. `full` and `read`:
- * the group's slots. `sent[k]` and `got[k]`: the send/recv channels between
- * this member and member k (stage/channels.c): this member staged that use
- * of its channel to k, this member read that use of k's channel to it. */
+/* One member's counters, failure and signals, in the segment. `sent[k]`
+ * and `got[k]`: the send/recv channels between this member and member k
+ * (stage/channels.c): this member staged that use of its channel to k, this
+ * member read that use of k's channel to it. */
 typedef struct {
-  _Atomic uint64_t full[GB_STAGE_SLOTS_MAX];
-  _Atomic uint64_t read[GB_STAGE_SLOTS_MAX];
   _Atomic uint64_t sent[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
   _Atomic uint64_t got[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
   _Atomic int failed; /* cause is written first */
   gbNetCause_t cause;
+  /* Shared slots' signals to this member, written by the members' streams:
+   * inFull[k][s], member k staged that use of slot s; inRead[k][s], member k
+   * read that use of every member's part of slot s. This member's streams
+   * wait on them with stream memory ops, so no host thread is in a chunk's
+   * hand-over; its proxy only watches them (deadline, liveness) and on a
+   * failure releases them (gbSharedRelease). */
+  gbFlag_t inFull[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
+  gbFlag_t inRead[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
 } gbSharedCtl_t;
 
 /* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]
@@ -131,7 +143,9 @@ char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot);
  * nothing), then wait until every counter in wait[] reached use, each
  * member `who[i]`'s, with the collective's deadline, hearing a member that
  * failed or died. Then group (NULL: none) counts bytes as sent. `what`
- * says what is awaited ("to stage"), for messages. */
+ * says what is awaited ("to stage"), for messages. watch: the counters are
+ * this member's signals, which its streams wait on themselves; when the
+ * step fails or never runs, it releases them (gbSharedRelease). */
 typedef struct {
   gbSharedSlots_t* sh;
   size_t slot;
@@ -143,12 +157,29 @@ typedef struct {
   const char* what;
   gbAlgoGroup_t* group;
   uint64_t bytes;
+  int watch;
+  int passed;          /* set by the step when every counter arrived */
 } gbSharedStep_t;
 
 /* Posts step (copied) as a proxy call with the walker's tag: it starts once
  * ready reaches readyValue (NULL: at once) and sets done to doneValue after. */
 gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, gbFlag_t* ready,
                             uint64_t readyValue, gbFlag_t* done, uint64_t doneValue);
+
+/* Shared slots' signals (SIGNAL_FULL: staged, SIGNAL_READ: read), on a
+ * stream: Signal tells every other member that this member reached `use` of
+ * slot; Await makes the stream wait until every other member did. Release
+ * lets every wait on this member's signals go, now and later, with error
+ * for a host device's stream (a GPU sees only the value): after a failure,
+ * nothing of a stream may wait for a member that will not come. */
+enum { SIGNAL_FULL, SIGNAL_READ };
+gbResult_t gbSharedSignal(const gbSharedSlots_t* sh, int which, size_t slot, uint64_t use, void* stream);
+gbResult_t gbSharedAwait(const gbSharedSlots_t* sh, int which, size_t slot, uint64_t use, void* stream);
+void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error);
+/* Posts the proxy's watch of this member's signals for use of slot (which):
+ * it starts when the stream set ready to use (a local flag), and sets done. */
+gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int which, size_t slot, uint64_t use,
+                             uint64_t bytes, gbFlag_t* ready, gbFlag_t* done);
 
 /* Take: the next slot for a part of `bytes` (slots.c). */
 gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out);

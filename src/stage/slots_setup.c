@@ -87,6 +87,10 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   }
   *registered = 1;
   sh->devBase = dev;
+  /* My signals, before any member can write them (they start after the agreement below). */
+  gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
+  gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
+  gbStageFlagsInit(&sh->ctx, &mine->inRead[0][0], sizeof(mine->inRead) / sizeof(gbFlag_t));
   /* A reduction of nothing loads the device's kernels (a GPU compiles them
    * once per process), so that cost is paid here and a device that cannot
    * reduce is found before any member relies on it. */
@@ -212,4 +216,6 @@ void gbSlotsFail(gbStage_t* st, const gbNetCause_t* cause) {
   if (atomic_load_explicit(&m->failed, memory_order_relaxed)) return;
   memcpy(&m->cause, cause, sizeof(m->cause));
   atomic_store_explicit(&m->failed, 1, memory_order_release);
+  /* And no stream of mine waits for a signal that may not come. */
+  if (!sh->remote) gbSharedRelease(sh, gbRemoteError);
 }

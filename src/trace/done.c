@@ -137,7 +137,7 @@ uint64_t gbTraceDonePoll(gbTrace_t* t, int final) {
     int over;
     if (held > id) over = 1; /* reused: this one ended */
     else if (held != id) over = 0; /* given back (gbTraceRecordCancel) and maybe taken again */
-    else if (state == gbRecordDone || state == gbRecordFailed) over = 1;
+    else if (state == gbRecordDone || state == gbRecordFailed || !gbTraceRecordOpen(e)) over = 1; /* or its steps publish it */
     else if (state == gbRecordInFlight && handed && endOne(t, e, id, failed)) over = 1, ended++;
     else over = 0; /* in flight: not handed yet (being enqueued) or its flag not come */
     if (!over) settled = 0;

@@ -86,6 +86,15 @@ void gbTraceDestroy(gbTrace_t* t) {
   free(t);
 }
 
+/* The steps word of an entry: its posted proxy steps not yet ended, and,
+ * once its call finished while some still ran, that the last of them
+ * publishes the record (and with which state). */
+#define STEPS_COUNT 0x3FFFu
+#define STEPS_HELD 0x8000u   /* the call finished: the last step to end publishes it */
+#define STEPS_FAILED 0x4000u /* ... as failed */
+
+static void publish(gbTrace_t* t, gbTraceEntry_t* e, int state);
+
 /* ------------------------------------------------------------ the caller */
 
 /* The next entry, marked odd; NULL (unrecorded) when it is still in flight. */
@@ -94,7 +103,11 @@ static gbTraceEntry_t* take(gbTrace_t* t) {
   ADD(&t->enqueued, 1);
   uint64_t id = LD(&t->next) + 1;
   gbTraceEntry_t* e = &t->e[id & t->mask];
-  if (atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight) {
+  /* An entry is reused once nothing writes it: its call is done and its
+   * proxy steps ended (a stream that hands chunks over itself may finish
+   * before the proxy, which only watches, saw the last of them). */
+  if (atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight ||
+      atomic_load_explicit(&e->steps, memory_order_acquire) > 0) {
     ADD(&t->unrecorded, 1);
     return NULL;
   }
@@ -201,11 +214,9 @@ gbTraceEntry_t* gbTraceRecordEnqueued(gbTrace_t* t) {
 
 /* ------------------------------------------------------------ late writers */
 
-void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
-  gbTraceEntry_t* e = op->trace;
-  if (!t || !e) return;
-  gbTraceRecord_t* r = &e->rec;
-  int64_t now = gbClockNowNs();
+/* A step's stamps and bytes on its record (READY, END). */
+static void stamp(gbTrace_t* t, const gbProxyOp_t* op, gbTraceRecord_t* r, int event, gbResult_t res,
+                  uint64_t bytesSent, int64_t now) {
   if (op->traceRole == GB_TRACE_ROLE_CHECK) {
     /* A check that failed did not end: the record stays in phase "check". */
     if (event == GB_PROXY_STEP_READY) ST(&r->t[gbPhaseCheckBegin], now);
@@ -231,6 +242,26 @@ void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t re
   if (res != gbSuccess) return;
   ADD(&r->chunksBridged, 1);
   if (op->chunk + 1 >= op->nchunks) ST(&r->t[gbPhaseBridgeEnd], now);
+}
+
+void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent) {
+  gbTraceEntry_t* e = op->trace;
+  if (!t || !e) return;
+  /* Posted steps keep the entry from reuse until they end or are dropped. */
+  if (event == GB_PROXY_STEP_POSTED) {
+    atomic_fetch_add_explicit(&e->steps, 1, memory_order_acq_rel);
+    return;
+  }
+  if (event != GB_PROXY_STEP_DROPPED) {
+    /* The proxy may see a step after the stream finished the call (a stream
+     * that hands chunks over itself, the proxy only watching): done is when
+     * the caller's stream was, and no stamp is later. */
+    int64_t now = gbClockNowNs(), done = LD(&e->rec.t[gbPhaseDone]);
+    stamp(t, op, &e->rec, event, res, bytesSent, done > 0 && now > done ? done : now);
+    if (event == GB_PROXY_STEP_READY) return;
+  }
+  uint16_t was = atomic_fetch_sub_explicit(&e->steps, 1, memory_order_acq_rel);
+  if ((was & STEPS_COUNT) == 1 && (was & STEPS_HELD)) publish(t, e, (was & STEPS_FAILED) ? gbRecordFailed : gbRecordDone);
 }
 
 /* A copy made of atomic loads (writers may still store). */
@@ -268,32 +299,52 @@ static void callObserver(gbTrace_t* t, const gbCollRecord_t* rec) {
   atomic_fetch_sub_explicit(&t->obsCalls, 1, memory_order_seq_cst);
 }
 
-void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
+/* Publishes a record its writers finished: its state, the counters, the
+ * observer. */
+static void publish(gbTrace_t* t, gbTraceEntry_t* e, int state) {
   gbTraceRecord_t* r = &e->rec;
-  int64_t now = gbClockNowNs();
-  ST(&r->t[gbPhaseDone], now);
-  ST(&r->result, (int32_t)result);
-  /* The caller wrote flags last before its even version, long before. */
-  if (flags) ST(&r->flags, LD(&r->flags) | (int32_t)flags);
   /* Read before the state is published: from then on the entry may be
    * reused. The whole record is copied only for an observer. */
   int32_t coll = LD(&r->coll);
-  int64_t enqueued = LD(&r->t[gbPhaseEnqueued]);
+  int64_t enqueued = LD(&r->t[gbPhaseEnqueued]), done = LD(&r->t[gbPhaseDone]);
   int observed = atomic_load_explicit(&t->obs, memory_order_seq_cst) != NULL;
   gbCollRecord_t copy;
   if (observed) {
     copyRecord(r, &copy);
     copy.state = state;
   }
+  ST(&e->steps, (uint16_t)0);
   atomic_store_explicit(&r->state, (int32_t)state, memory_order_release);
   if (state == gbRecordDone) {
     atomic_fetch_add_explicit(&t->completed, 1, memory_order_relaxed);
     if (coll >= 0 && coll < gbNumColls) atomic_fetch_add_explicit(&t->byColl[coll], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->latencyNs, (uint64_t)(now - enqueued), memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->latencyNs, (uint64_t)(done - enqueued), memory_order_relaxed);
   } else {
     atomic_fetch_add_explicit(&t->failed, 1, memory_order_relaxed);
   }
   if (observed) callObserver(t, &copy);
+}
+
+void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags) {
+  gbTraceRecord_t* r = &e->rec;
+  ST(&r->t[gbPhaseDone], gbClockNowNs());
+  ST(&r->result, (int32_t)result);
+  /* The caller wrote flags last before its even version, long before. */
+  if (flags) ST(&r->flags, LD(&r->flags) | (int32_t)flags);
+  /* A stream that hands chunks over itself may finish before the proxy,
+   * which only watches, ended its steps: the last of them publishes. */
+  uint16_t v = atomic_load_explicit(&e->steps, memory_order_acquire);
+  while (v & STEPS_COUNT) {
+    uint16_t held = (uint16_t)(v | STEPS_HELD | (state == gbRecordDone ? 0u : STEPS_FAILED));
+    if (atomic_compare_exchange_weak_explicit(&e->steps, &v, held, memory_order_acq_rel, memory_order_acquire))
+      return;
+  }
+  publish(t, e, state);
+}
+
+int gbTraceRecordOpen(const gbTraceEntry_t* e) {
+  return atomic_load_explicit(&e->rec.state, memory_order_acquire) == gbRecordInFlight &&
+         !(atomic_load_explicit(&e->steps, memory_order_acquire) & STEPS_HELD);
 }
 
 void gbTraceRecordDropped(gbTrace_t* t, gbTraceEntry_t* e, uint32_t flags) {

@@ -51,7 +51,9 @@ _Static_assert(sizeof(gbTraceRecord_t) == sizeof(gbCollRecord_t) &&
 typedef struct gbTraceEntry {
   gbTraceRecord_t rec;
   _Atomic uint32_t version; /* odd while the caller writes its fields */
-  _Atomic uint32_t byFlag;     /* 1: its done flag write is on the stream and the watcher finishes it */
+  _Atomic uint16_t byFlag;     /* 1: its done flag write is on the stream and the watcher finishes it */
+  _Atomic uint16_t steps;      /* its proxy steps posted and not yet ended (they may still write it), and
+                                * whether the call finished and waits for them to publish (trace.c) */
   gbComm_t comm;         /* the owner's handle (gbTraceOwner_t.handle); the ring never reads through it */
   _Atomic uint64_t id;   /* 1-based number of the record; ring index id & mask */
 } gbTraceEntry_t;
@@ -160,12 +162,15 @@ void gbTraceRecordTagOp(gbTrace_t* t, gbProxyOp_t* op, int role, uint32_t chunk,
  * Returns the entry for the end marker (NULL when the call is unrecorded). */
 gbTraceEntry_t* gbTraceRecordEnqueued(gbTrace_t* t);
 /* The done writer: stamps done (state gbRecordDone or gbRecordFailed; flags
- * adds GB_RECORD_* bits), adds to the counters and calls the observer. Once
- * per entry. */
+ * adds GB_RECORD_* bits), adds to the counters and calls the observer, at
+ * once or, while proxy steps of the call still run, when the last of them
+ * ends. Once per entry. */
 void gbTraceRecordFinish(gbTrace_t* t, gbTraceEntry_t* e, int state, gbResult_t result, uint32_t flags);
 /* The stream dropped e's end (its stream failed, or its communicator did):
  * failed, with the owner's error, else gbRemoteError. */
 void gbTraceRecordDropped(gbTrace_t* t, gbTraceEntry_t* e, uint32_t flags);
+/* Whether e's call has not finished yet (no done writer came). */
+int gbTraceRecordOpen(const gbTraceEntry_t* e);
 /* The proxy's stamps (gbProxyConfig_t.onStep's, for ring t; NULL: none). */
 void gbTraceOnStep(gbTrace_t* t, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent);
 

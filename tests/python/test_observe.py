@@ -106,7 +106,9 @@ def worker():
         check(all(order) and order == sorted(order), "record %d: stamps out of phase order: %s" % (r["seq"], t))
         d = r["durations_s"]
         parts = d["check"] + d["island_before"] + d["wait_proxy"] + d["bridge"] + d["after"]
-        check(d["bridge"] > 0 and abs(parts - d["total"]) < 1e-9 and
+        # One host's streams hand chunks over themselves and the proxy only
+        # watches: it may see the bridge after the stream was done (then 0).
+        check(d["bridge"] >= 0 and abs(parts - d["total"]) < 1e-9 and
               abs(d["total"] - (t["done"] - t["enqueued"]) * 1e-9) < 1e-9, "record %d: durations %s" % (r["seq"], d))
     check(seen.threads == {"gpubridge-observe-%d" % rank}, "observer ran on threads %s" % seen.threads)
 
