@@ -61,7 +61,7 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_NSOCKS_PERPEER] = {"GPUBRIDGE_NSOCKS_PERPEER", GB_PARAM_INT, "2", NULL, 1, 16, 1,
                                  "TCP sockets per bridge peer; a message is split across them."},
     [GB_PARAM_CHUNK_BYTES] = {"GPUBRIDGE_CHUNK_BYTES", GB_PARAM_SIZE, "1M", NULL, 4 * KIB, GIB, 1,
-                              "Pipeline chunk of a bridged collective, in bytes (K, M, G suffixes); unset on GPUs: 16M."},
+                              "Pipeline chunk of a bridged collective, in bytes (K, M, G suffixes); unset on GPUs: by message size (8M below 64M, else 16M)."},
     [GB_PARAM_STAGING_SLOTS] = {"GPUBRIDGE_STAGING_SLOTS", GB_PARAM_INT, "4", NULL, 2, 64, 1,
                                 "Host staging slots per communicator: chunks in flight in the pipeline; unset on GPUs: 2."},
     [GB_PARAM_RING_MIN_BYTES] = {"GPUBRIDGE_RING_MIN_BYTES", GB_PARAM_SIZE, "64K", NULL, 0, TIB, 1,

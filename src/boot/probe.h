@@ -12,7 +12,7 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 4u
+#define GB_PROBE_VERSION 5u
 
 /* gbProbe_t.kind */
 #define GB_PROBE_RANK 0   /* a rank's facts */
@@ -30,6 +30,7 @@ typedef struct {
   int32_t checkCalls;   /* GPUBRIDGE_CHECK_CALLS: 0 off, 1 on, 2 auto */
   int32_t rails;        /* GPUBRIDGE_RAILS (0: as many as the smallest island has ranks) */
   int32_t bridgeSlots;  /* GPUBRIDGE_BRIDGE_SLOTS: 0 off, 1 auto */
+  int32_t chunkBySize;  /* the chunk follows the message's size (a real GPU, no chunk set: plan/sizes.h) */
   int64_t chunkBytes;
   int64_t ringMinBytes;
   uint64_t thresholdsHash; /* policy tuned: FNV-1a of the thresholds file's bytes, else 0 */

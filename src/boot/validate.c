@@ -105,6 +105,11 @@ static int64_t fTimeout(const gbProbe_t* p) { return p->settings.timeoutSec; }
 static int64_t fNsocks(const gbProbe_t* p) { return p->settings.nsocks; }
 static int64_t fSlots(const gbProbe_t* p) { return p->settings.stagingSlots; }
 static int64_t fChunk(const gbProbe_t* p) { return p->settings.chunkBytes; }
+static int64_t fChunkBySize(const gbProbe_t* p) { return p->settings.chunkBySize; }
+static const char* showSetOrNot(int64_t v, char* b, size_t l) {
+  snprintf(b, l, "%s", v ? "unset (the chunk follows the message size)" : "set");
+  return b;
+}
 static int64_t fRingMin(const gbProbe_t* p) { return p->settings.ringMinBytes; }
 static int64_t fSplit(const gbProbe_t* p) { return p->settings.splitTest; }
 static int64_t fCheck(const gbProbe_t* p) { return p->settings.checkCalls; }
@@ -135,6 +140,8 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_NSOCKS_PERPEER", fNsocks, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_STAGING_SLOTS", fSlots, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_CHUNK_BYTES (or config.chunkBytes)", fChunk, showInt, "set it the same on every rank"},
+    {"whether GPUBRIDGE_CHUNK_BYTES (or config.chunkBytes) is set", fChunkBySize, showSetOrNot,
+     "set it on every rank or on none"},
     {"GPUBRIDGE_RING_MIN_BYTES", fRingMin, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_CHECK_CALLS", fCheck, showCheck, "set it the same on every rank"},
     {"GPUBRIDGE_RAILS", fRails, showInt, "set it the same on every rank"},

@@ -35,6 +35,7 @@ static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* o
   in->root = call->root;
   in->policy = c->settings.policy;
   in->chunkBytes = (size_t)c->settings.chunkBytes;
+  in->chunkBySize = c->settings.chunkBySize;
   in->rails = c->nrails;
   in->topo = &c->topo;
   in->thresholds = &c->thresholds;

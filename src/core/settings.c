@@ -84,6 +84,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
                                                 gbParamIsSet(GB_PARAM_STAGING_SLOTS), realGpu);
   s->chunkBytes = (int64_t)gbPlanChunkBytes((size_t)gbParamInt(GB_PARAM_CHUNK_BYTES),
                                             gbParamIsSet(GB_PARAM_CHUNK_BYTES), realGpu);
+  s->chunkBySize = realGpu && !gbParamIsSet(GB_PARAM_CHUNK_BYTES);
   s->ringMinBytes = gbParamInt(GB_PARAM_RING_MIN_BYTES);
   s->splitTest = (int32_t)gbParamInt(GB_PARAM_SPLIT_TEST);
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);
@@ -97,6 +98,6 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
   if (HAS(c, policy)) s->policy = c->policy;
   if (HAS(c, transport)) s->transport = c->transport;
   if (HAS(c, timeoutSeconds)) s->timeoutSec = c->timeoutSeconds;
-  if (HAS(c, chunkBytes)) s->chunkBytes = c->chunkBytes;
+  if (HAS(c, chunkBytes)) s->chunkBytes = c->chunkBytes, s->chunkBySize = 0;
   loadThresholds(s, thresholds, problems, len);
 }

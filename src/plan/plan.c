@@ -142,7 +142,8 @@ static void planReduce(const gbPlanInput_t* in, gbPlan_t* p) {
 }
 
 /* All-reduce, broadcast and reduce: native runs the call whole in the
- * island; the others cut it into chunks of chunkBytes. */
+ * island; the others cut it into chunks of chunkBytes (by the message's
+ * size under the GPU default). */
 static void chunkByBytes(const gbPlanInput_t* in, gbPlan_t* p) {
   size_t esize = gbDtypeSize(in->dtype);
   p->policy = gbPlanCallPolicy(in, in->count * esize);
@@ -150,7 +151,7 @@ static void chunkByBytes(const gbPlanInput_t* in, gbPlan_t* p) {
     p->chunkCount = in->count;
     p->nchunks = in->count ? 1 : 0;
   } else {
-    p->chunkCount = in->chunkBytes / esize;
+    p->chunkCount = gbPlanChunkForMessage(in->chunkBytes, in->chunkBySize, in->count * esize) / esize;
     if (p->chunkCount == 0) p->chunkCount = 1;
     p->nchunks = (in->count + p->chunkCount - 1) / p->chunkCount;
   }

@@ -41,6 +41,7 @@ typedef struct {
   int root;              /* broadcast, reduce: global rank (the block collectives: -1) */
   int policy;            /* configured gbPolicy_t (auto and tuned allowed) */
   size_t chunkBytes;
+  int chunkBySize;       /* the GPU default: the chunk follows the message's size (plan/sizes.h) */
   int rails;             /* GPUBRIDGE_RAILS (0: no cap) */
   const gbTopo_t* topo;
   const gbThresholds_t* thresholds; /* policy tuned */

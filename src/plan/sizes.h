@@ -19,6 +19,17 @@
 size_t gbPlanChunkBytes(size_t configured, int isSet, int realGpu);
 int gbPlanStagingSlots(int configured, int isSet, int realGpu);
 
+/* With the GPU default (bySize: a real GPU, no chunk set), a message below
+ * GB_PLAN_GPU_LARGE_BYTES goes in chunks of GB_PLAN_GPU_MID_CHUNK_BYTES, so
+ * a 16 MiB message pipelines two chunks instead of running one; larger ones
+ * in the configured chunk (the slots' size). One H200, split-test, all-reduce
+ * algbw by chunk (docs/PERFORMANCE.md, 2026-12-04): 16 MiB 15.6 GB/s in one
+ * chunk, 17.7 in two of 8 MiB, 12.1 in 1 MiB ones (MPS; time-sliced 13.7,
+ * 15.8, 5.7); 4 MiB best whole; 64 MiB alike at 8 and 16 MiB. */
+#define GB_PLAN_GPU_MID_CHUNK_BYTES ((size_t)8 << 20)
+#define GB_PLAN_GPU_LARGE_BYTES ((size_t)64 << 20)
+size_t gbPlanChunkForMessage(size_t configured, int bySize, size_t messageBytes);
+
 /* Slots of a shared or remote group: two more than the pipeline's depth,
  * so the slot a chunk takes was last read two chunks before the one just
  * reduced, and taking it does not wait for the members' last reads to

@@ -200,6 +200,15 @@ int main(void) {
   EXPECT(strstr(text, "2 problems") && strstr(text, "GPUBRIDGE_CHUNK_BYTES") && strstr(text, "rank 3 uses 7"),
          "settings: %s", text);
 
+  /* The same chunk set on some ranks and left to the GPU default on others:
+   * the chunks would differ by message size. */
+  job(p, 4, two);
+  for (int r = 0; r < 4; r++) p[r].settings.chunkBySize = r != 1;
+  EXPECT(check(p, 4, 0, text) == gbInvalidUsage, "chunk set on one rank only refused");
+  EXPECT(strstr(text, "whether GPUBRIDGE_CHUNK_BYTES") && strstr(text, "rank 1 uses set") &&
+             strstr(text, "set it on every rank or on none"),
+         "chunk by size: %s", text);
+
   job(p, 4, two);
   snprintf(p[2].problems, sizeof(p[2].problems), "GPUBRIDGE_POLICY=bogus is not one of auto, hierarchical");
   EXPECT(check(p, 4, 0, text) == gbInvalidUsage, "invalid value refused");

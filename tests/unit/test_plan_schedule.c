@@ -9,7 +9,10 @@
  *   one step: chunkCount = count, one chunk, the proxy's step chunkBytes;
  * - block collectives run flat with m = slotBytes / (esize * nranks) elements
  *   of each block per chunk, half that (rounded down) for all-to-all, whose
- *   slot holds what goes out and what comes in; m = 0 is an error. */
+ *   slot holds what goes out and what comes in; m = 0 is an error;
+ * - the GPU default (chunkBySize, 16 MiB configured): a message below
+ *   64 MiB goes in 8 MiB chunks, a larger one in 16 MiB chunks; without
+ *   chunkBySize, the configured chunk whatever the size. */
 #include <stdio.h>
 #include <string.h>
 
@@ -278,8 +281,37 @@ static void checkRailSlices(void) {
   }
 }
 
+/* Chunks by message size: all-reduce and broadcast, float32. */
+static void checkChunkBySize(void) {
+  layout_t l;
+  makeLayout(&l, (const int[]){1, 1}, 2, 0);
+  const size_t MIB = 1024 * KIB;
+  static const struct {
+    size_t bytes;
+    int bySize;
+    size_t chunk, nchunks;
+  } cases[] = {{4 * MIB, 1, 8 * MIB, 1},   {16 * MIB, 1, 8 * MIB, 2},   {40 * MIB, 1, 8 * MIB, 5},
+               {64 * MIB, 1, 16 * MIB, 4}, {256 * MIB, 1, 16 * MIB, 16}, {16 * MIB, 0, 16 * MIB, 1},
+               {4 * MIB, 0, 16 * MIB, 1}};
+  static const gbColl_t colls[] = {GB_COLL_ALLREDUCE, GB_COLL_BROADCAST};
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+    for (int c = 0; c < 2; c++) {
+      gbPlanInput_t in = input(&l, colls[c], gbPolicyFlat, cases[k].bytes / 4);
+      in.chunkBytes = 16 * MIB;
+      in.slotBytes = 16 * MIB;
+      in.chunkBySize = cases[k].bySize;
+      gbPlan_t p = build(&in);
+      CHECK(p.chunkCount * 4 == cases[k].chunk && p.nchunks == cases[k].nchunks,
+            "%s of %zu MiB, by size %d: chunks of %zu bytes, %zu of them; expected %zu, %zu",
+            gbPlanCollName(colls[c]), cases[k].bytes / MIB, cases[k].bySize, p.chunkCount * 4, p.nchunks,
+            cases[k].chunk, cases[k].nchunks);
+      checked++;
+    }
+}
+
 int main(void) {
   checkDepth();
+  checkChunkBySize();
   checkHostMemoryFold();
   checkSharedSlots();
   checkPreMulSum();
