@@ -27,6 +27,7 @@ static const char* const transportChoices[] = {"tcp", NULL};
 static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
 static const char* const shmChoices[] = {"off", "auto", NULL};
 static const char* const bridgeSlotChoices[] = {"off", "auto", NULL};
+static const char* const exchangeChoices[] = {"off", "auto", "on", NULL};
 static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as choose.c's backend values. */
@@ -111,6 +112,11 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                                "Bridge members on one host: auto shares one pinned staging segment (each "
                                "member's GPU copies its chunk there and reduces the others' chunks from it; "
                                "the proxy moves only counters); off sends chunks over the host transport."},
+    [GB_PARAM_EXCHANGE] = {"GPUBRIDGE_EXCHANGE", GB_PARAM_ENUM, "auto", exchangeChoices, 0, 0, 1,
+                           "Small all-reduces over shared slots (up to 1M): auto lets each rank's stream exchange "
+                           "them alone (one kernel, no host thread), unless two ranks time-slice one GPU (no "
+                           "MPS), where a spinning kernel keeps its slice; on: also there; off: the slots' "
+                           "copy path."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
                         "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
                         "island."},

@@ -31,6 +31,7 @@ typedef struct {
   int32_t rails;        /* GPUBRIDGE_RAILS (0: as many as the smallest island has ranks) */
   int32_t bridgeSlots;  /* GPUBRIDGE_BRIDGE_SLOTS: 0 off, 1 auto */
   int32_t chunkBySize;  /* the chunk follows the message's size (a real GPU, no chunk set: plan/sizes.h) */
+  int32_t exchange;     /* GPUBRIDGE_EXCHANGE: 0 off, 1 auto, 2 on */
   int64_t chunkBytes;
   int64_t ringMinBytes;
   uint64_t thresholdsHash; /* policy tuned: FNV-1a of the thresholds file's bytes, else 0 */
@@ -49,6 +50,7 @@ typedef struct {
   char gpuUuid[48];   /* "" when unknown or simulated */
   char gpuPci[24];    /* PCI bus id, "" when unknown */
   int32_t gpuIndex;   /* -1 without a GPU */
+  int32_t gpuMps;     /* this rank's GPU work goes through an MPS server (GPUs of one host then run at once) */
   int32_t kind;       /* GB_PROBE_RANK or GB_PROBE_REPORT */
   gbSettings_t settings;
   gbSockAddr_t listenAddr;

@@ -116,6 +116,8 @@ static int64_t fCheck(const gbProbe_t* p) { return p->settings.checkCalls; }
 static const char* showCheck(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_CHECK_CALLS, v, b, l); }
 static int64_t fRails(const gbProbe_t* p) { return p->settings.rails; }
 static int64_t fBridgeSlots(const gbProbe_t* p) { return p->settings.bridgeSlots; }
+static int64_t fExchange(const gbProbe_t* p) { return p->settings.exchange; }
+static const char* showExchange(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_EXCHANGE, v, b, l); }
 static const char* showBridgeSlots(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_BRIDGE_SLOTS, v, b, l); }
 static int64_t fThresholds(const gbProbe_t* p) { return (int64_t)p->settings.thresholdsHash; }
 static const char* showHash(int64_t v, char* b, size_t l) {
@@ -146,6 +148,7 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_CHECK_CALLS", fCheck, showCheck, "set it the same on every rank"},
     {"GPUBRIDGE_RAILS", fRails, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_BRIDGE_SLOTS", fBridgeSlots, showBridgeSlots, "set it the same on every rank"},
+    {"GPUBRIDGE_EXCHANGE", fExchange, showExchange, "set it the same on every rank"},
     {"the thresholds file (GPUBRIDGE_THRESHOLDS)", fThresholds, showHash,
      "give every rank a copy of the same file (gpubridge-perf --tune writes it)"},
     {"GPUBRIDGE_SPLIT_TEST", fSplit, showSplit, "set it the same on every rank"},
@@ -240,6 +243,8 @@ int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen) {
     return BAD("call-check mode %d is unknown", st->checkCalls);
   if (st->bridgeSlots < 0 || st->bridgeSlots >= choiceCount(GB_PARAM_BRIDGE_SLOTS))
     return BAD("bridge-slot mode %d is unknown", st->bridgeSlots);
+  if (st->exchange < 0 || st->exchange >= choiceCount(GB_PARAM_EXCHANGE))
+    return BAD("exchange mode %d is unknown", st->exchange);
   if (st->nsocks < 1 || st->nsocks > GB_NET_MAX_POLLFDS) return BAD("%d sockets per peer, not 1..%d", st->nsocks, GB_NET_MAX_POLLFDS);
   if (st->stagingSlots < 1) return BAD("%d staging slots", st->stagingSlots);
   if (st->chunkBytes < 1) return BAD("chunk of %lld bytes", (long long)st->chunkBytes);

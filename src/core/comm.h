@@ -229,6 +229,10 @@ static inline gbPlanStage_t gbCommGroupSlots(const gbCommGroup_t* g) {
   if (g->stages[GB_STAGE_SHARED]) return GB_STAGE_SHARED;
   return g->stages[GB_STAGE_REMOTE] ? GB_STAGE_REMOTE : GB_STAGE_PRIVATE;
 }
+/* The largest all-reduce g's exchange takes (0: it has none). */
+static inline size_t gbCommGroupExchangeBytes(const gbCommGroup_t* g) {
+  return g->stages[GB_STAGE_EXCHANGE] ? GB_PLAN_EXCHANGE_BYTES : 0;
+}
 
 /* The stages (core/stages.c): set up (collective over each group, during
  * init, once the proxy runs), told this rank failed, freed at teardown. */

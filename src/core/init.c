@@ -94,6 +94,7 @@ static gbResult_t fillProbe(gbComm_t c, int nranks, int rank, int localRank, con
   p->gpuIndex = -1;
   if (c->dev->identify)
     c->dev->identify(p->gpuUuid, sizeof(p->gpuUuid), p->gpuPci, sizeof(p->gpuPci), &p->gpuIndex);
+  p->gpuMps = c->dev->mps ? c->dev->mps() : 0;
   gbCommSettingsResolve(config, c->dev->runKind == gbRunReal, &p->settings, &c->blocking, &c->thresholds,
                         p->problems, sizeof(p->problems));
   splitLabel(p);

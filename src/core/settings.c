@@ -90,6 +90,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
   s->checkCalls = (int32_t)gbParamInt(GB_PARAM_CHECK_CALLS);
   s->rails = (int32_t)gbParamInt(GB_PARAM_RAILS);
   s->bridgeSlots = (int32_t)gbParamInt(GB_PARAM_BRIDGE_SLOTS);
+  s->exchange = (int32_t)gbParamInt(GB_PARAM_EXCHANGE);
   *blocking = 1;
 
   /* gbCommConfigCheck passed the config (every init and split checks it

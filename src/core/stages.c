@@ -4,10 +4,26 @@
  * same order (world, bridge, my rail), so the collective set-ups never wait
  * on each other. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/result.h"
 #include "core/comm.h"
 #include "plan/sizes.h"
+
+/* Whether members' streams may run exchanges (GPUBRIDGE_EXCHANGE,
+ * stage/exchange.c): off never, on always, auto unless two ranks of one
+ * host share a GPU without MPS, where a spinning kernel keeps its time slice
+ * and a hand-over costs milliseconds. Every rank decides from the same
+ * probes. */
+static int exchangeAllowed(gbComm_t c, const gbProbe_t* probes) {
+  if (c->settings.exchange != 1) return c->settings.exchange == 2;
+  for (int a = 0; a < c->nranks; a++)
+    for (int b = a + 1; b < c->nranks && probes[a].gpuUuid[0]; b++)
+      if (probes[a].hostId == probes[b].hostId && strcmp(probes[a].gpuUuid, probes[b].gpuUuid) == 0 &&
+          !(probes[a].gpuMps && probes[b].gpuMps))
+        return 0;
+  return 1;
+}
 
 /* g's slots: the ones of `same` when it has g's members in g's order (two
  * islands: world, bridge and rail 0 share one segment), else set up over g. */
@@ -31,14 +47,16 @@ static gbResult_t slotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* prob
     gbStageSlotsSpec_t spec = {.group = &g->algo, .pids = pids, .hostIds = hosts,
                                .nslots = gbPlanSharedSlots(c->settings.stagingSlots),
                                .slotBytes = (size_t)c->settings.chunkBytes, .channels = g == &c->world,
-                               .channelBudget = GB_PLAN_CHANNEL_BUDGET_BYTES, .enabled = c->settings.bridgeSlots != 0};
+                               .channelBudget = GB_PLAN_CHANNEL_BUDGET_BYTES, .enabled = c->settings.bridgeSlots != 0,
+                               .exchangeBytes = exchangeAllowed(c, probes) ? GB_PLAN_EXCHANGE_BYTES : 0};
     gbResult_t res = gbStageSlotsSetup(&c->stageCtx, &spec, &slots);
     free(pids);
     free(hosts);
     GB_CHECK(res);
   }
-  if (slots) g->stages[slots->ops->kind] = slots;
-  return gbSuccess;
+  if (!slots) return gbSuccess;
+  g->stages[slots->ops->kind] = slots;
+  return gbStageExchange(slots, &g->algo, &g->stages[GB_STAGE_EXCHANGE]);
 }
 
 static gbResult_t groupStages(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* probes, const gbCommGroup_t* same) {

@@ -53,6 +53,49 @@ typedef struct {
   int ring;    /* fold in the ring's order (nsrc >= 3) */
 } gbReduceArgs_t;
 
+/* One exchange a stream runs (exchangeAsync): an all-reduce among the
+ * members of a shared segment driven by the stream alone, no host thread
+ * between members (stage/exchange.c). The range is cut into `blocks` equal
+ * blocks (count * b / blocks), each with flags of its own, so a GPU's thread
+ * block waits for nothing but other members. Per block b, in order: wait
+ * until every member k set read[k][i] >= use - 2 in my flags for every
+ * index i < maxBlocks (it read this buffer's last use, whatever its blocks;
+ * uses alternate between two buffers); copy my input red.src[me] into mine;
+ * set full[me][b] = use in every other member's flags; wait until every
+ * member k set full[k][b] >= use in mine; fold red.src[0..nsrc-1] (member
+ * k's part for k != me) into red.dst as reduceAsync does; for each index i
+ * with i % blocks == b set read[me][i] = use in every other member's flags
+ * and done[i] = use. Member m's flags (flags[m]; flagsDev[m] their device
+ * address): full[k][b] at index k * maxBlocks + b, read[k][i]
+ * GB_REDUCE_MAX_SRCS * maxBlocks further; done: maxBlocks flags of mine.
+ * ready is set to use when the exchange starts. nsrc * maxBlocks is at most
+ * 256 (a GPU block's threads). A host waiter's flag error (a member failed:
+ * its flags were released) fails the stream; a GPU sees only the released
+ * value and goes on. */
+typedef struct {
+  gbReduceArgs_t red;
+  int me;
+  int blocks, maxBlocks;
+  uint64_t use;
+  void* mine;                               /* my part of this use (device address) */
+  gbFlag_t* flags[GB_REDUCE_MAX_SRCS];
+  void* flagsDev[GB_REDUCE_MAX_SRCS];
+  gbFlag_t* ready;
+  void* readyDev;
+  gbFlag_t* done;
+  void* doneDev;
+} gbExchangeArgs_t;
+
+enum { GB_EXCHANGE_FULL = 0, GB_EXCHANGE_READ = 1 };
+/* Member `member`'s flag of kind for `block` in one member's flags. */
+static inline gbFlag_t* gbExchangeFlag(gbFlag_t* flags, int kind, int member, int block, int maxBlocks) {
+  return flags + ((size_t)kind * GB_REDUCE_MAX_SRCS + (size_t)member) * (size_t)maxBlocks + (size_t)block;
+}
+
+/* The host device's exchange, on its stream thread (device/host/exchange.c):
+ * waits are bounded by each flag's deadline, else fallbackSec. */
+gbResult_t gbDeviceHostExchange(const gbExchangeArgs_t* x, double fallbackSec);
+
 /* Which runtime an ops table drives (gbDeviceOps.runtime): island/ picks
  * its library by it, never by the name. */
 enum { GB_DEVICE_RUNTIME_HOST = 0, GB_DEVICE_RUNTIME_CUDA = 1, GB_DEVICE_RUNTIME_HIP = 2, GB_DEVICE_NUM_RUNTIMES = 3 };
@@ -113,6 +156,10 @@ typedef struct gbDeviceOps {
    * loaded at run time (device/gpu/kernels); the host device folds with
    * gbReduceOrdered on its stream thread. */
   gbResult_t (*reduceAsync)(const gbReduceArgs_t* args, void* stream);
+  /* The stream runs one exchange (gbExchangeArgs_t): a GPU launches the
+   * reduction kernel in its exchange mode; the host device runs it on its
+   * stream thread. */
+  gbResult_t (*exchangeAsync)(const gbExchangeArgs_t* args, void* stream);
   /* Waits for every stream of the device (teardown on a GPU, where no host
    * function tells when a communicator's stream work is done). NULL on the
    * host device, which counts finished work with launchHostFn instead. */
@@ -120,6 +167,9 @@ typedef struct gbDeviceOps {
   /* This process's GPU: UUID and PCI bus id ("" when unknown) and index.
    * NULL on the host device. */
   void (*identify)(char* uuid, size_t uuidLen, char* pci, size_t pciLen, int* index);
+  /* 1 when this process's GPU work goes through an MPS server, so the
+   * processes of one GPU run at once instead of time-slicing it. NULL: no. */
+  int (*mps)(void);
 } gbDeviceOps;
 
 /* This process's device, chosen once: GPUBRIDGE_VENDOR set -> host device

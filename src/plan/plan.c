@@ -5,6 +5,7 @@
 
 #include "base/dtype.h"
 #include "base/result.h"
+#include "plan/sizes.h"
 
 /* auto's rules, from gpubridge-perf --tune runs of every policy on every
  * layout (docs/PERFORMANCE.md, "How auto chooses"):
@@ -158,10 +159,15 @@ static void chunkByBytes(const gbPlanInput_t* in, gbPlan_t* p) {
 }
 
 /* A host group with slots takes them, unless its proxy must scale a
- * PreMulSum contribution first (world steps): that needs the private stage. */
+ * PreMulSum contribution first (world steps): that needs the private stage.
+ * An all-reduce its exchange takes whole goes there (plan/sizes.h), chunk
+ * by chunk: the chunks decide the fold's order (docs/REDUCTION_ORDER.md). */
 static gbPlanStage_t stageOf(const gbPlanInput_t* in, const gbPlan_t* p) {
   if (p->host == GB_HOST_NONE) return GB_STAGE_PRIVATE;
   if (p->host == GB_HOST_WORLD && in->preMulScale) return GB_STAGE_PRIVATE;
+  if (in->coll == GB_COLL_ALLREDUCE && in->slots[p->host] == GB_STAGE_SHARED &&
+      gbPlanTakesExchange(in->count * gbDtypeSize(in->dtype), in->exchangeBytes[p->host]))
+    return GB_STAGE_EXCHANGE;
   return in->slots[p->host];
 }
 

@@ -28,7 +28,7 @@ typedef enum { GB_HOST_NONE, GB_HOST_BRIDGE, GB_HOST_WORLD, GB_HOST_RAIL, GB_NUM
 /* The stage a host step goes through (stage/stage.h): the communicator's
  * private slots and the host collective, or the host group's slots, shared
  * on one host or remote across hosts. */
-typedef enum { GB_STAGE_PRIVATE, GB_STAGE_SHARED, GB_STAGE_REMOTE, GB_NUM_STAGES } gbPlanStage_t;
+typedef enum { GB_STAGE_PRIVATE, GB_STAGE_SHARED, GB_STAGE_REMOTE, GB_STAGE_EXCHANGE, GB_NUM_STAGES } gbPlanStage_t;
 
 /* The most chunks in flight: the walkers keep a staging slot for each. */
 #define GB_PLAN_MAX_DEPTH 64
@@ -51,6 +51,8 @@ typedef struct {
   int hostMemory;        /* device memory is host memory (the host device) */
   gbPlanStage_t slots[GB_NUM_HOST_GROUPS]; /* that host group's (GB_HOST_RAIL: my rail's) slots: shared, remote,
                                               or none (GB_STAGE_PRIVATE) */
+  size_t exchangeBytes[GB_NUM_HOST_GROUPS]; /* the largest all-reduce that host group's exchange takes (0: it has
+                                               none) */
   int preMulScale;       /* a PreMulSum op: a world step's proxy scales every contribution */
 } gbPlanInput_t;
 

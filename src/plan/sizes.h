@@ -47,6 +47,21 @@ int gbPlanSharedSlots(int stagingSlots);
  * copied out on the caller's stream and read in place from mapped host
  * memory: under it the hand-over between streams (a flag write and wait,
  * ~8 us each on a GPU) or a copy costs more than the overlap gains. */
+/* The exchange (stage/exchange.c): a small all-reduce a stream drives
+ * alone over shared slots. Each member keeps two buffers of
+ * GB_PLAN_EXCHANGE_BYTES; an all-reduce of at most the group's exchange
+ * bytes goes there whole. Its blocks: one per GB_PLAN_EXCHANGE_BLOCK_BYTES,
+ * from 1 to GB_PLAN_EXCHANGE_BLOCKS (each a GPU thread block with flags of
+ * its own; stage/slots_impl.h keeps that many). */
+#define GB_PLAN_EXCHANGE_BYTES ((size_t)1 << 20)
+#define GB_PLAN_EXCHANGE_BLOCK_BYTES ((size_t)32 << 10)
+#define GB_PLAN_EXCHANGE_BLOCKS 32
+static inline int gbPlanTakesExchange(size_t bytes, size_t exchangeBytes) { return bytes > 0 && bytes <= exchangeBytes; }
+static inline int gbPlanExchangeBlocks(size_t bytes) {
+  size_t b = (bytes + GB_PLAN_EXCHANGE_BLOCK_BYTES - 1) / GB_PLAN_EXCHANGE_BLOCK_BYTES;
+  return b < 1 ? 1 : b > GB_PLAN_EXCHANGE_BLOCKS ? GB_PLAN_EXCHANGE_BLOCKS : (int)b;
+}
+
 #define GB_PLAN_SIDE_STREAM_BYTES ((size_t)256 << 10)
 static inline int gbPlanOnSideStreams(size_t partBytes) { return partBytes >= GB_PLAN_SIDE_STREAM_BYTES; }
 

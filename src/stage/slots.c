@@ -56,9 +56,17 @@ const char* gbSharedDeviceAt(const gbSharedSlots_t* sh, int member, size_t slot)
   return sh->devBase + slotOffset(sh, member, slot);
 }
 
-size_t gbSharedLayoutBytes(const gbSharedSlots_t* sh) {
+static size_t exchangeStart(const gbSharedSlots_t* sh) {
   return slotsStart(sh) + (size_t)sh->n * (size_t)sh->nslots * sh->slotBytes +
          (size_t)sh->n * (size_t)(sh->n - 1) * (size_t)sh->p2pDepth * sh->p2pBytes;
+}
+
+size_t gbSharedExchangeOffset(const gbSharedSlots_t* sh, int member, uint64_t use) {
+  return exchangeStart(sh) + ((size_t)member * 2 + (size_t)(use & 1)) * sh->exchangeBytes;
+}
+
+size_t gbSharedLayoutBytes(const gbSharedSlots_t* sh) {
+  return exchangeStart(sh) + (size_t)sh->n * 2 * sh->exchangeBytes;
 }
 
 /* ---------------------------------------------------------- counter steps */
@@ -115,7 +123,10 @@ static gbResult_t counterStep(void* arg) {
   for (int looks = 0;; looks++) {
     int waiting = -1;
     for (int i = 0; i < st->nwait && waiting < 0; i++)
-      if (atomic_load_explicit(st->wait[i], memory_order_acquire) < st->use) waiting = st->who[i];
+      for (int j = 0; j < (st->span > 1 ? st->span : 1) && waiting < 0; j++) {
+        _Atomic uint64_t* c = (_Atomic uint64_t*)((char*)st->wait[i] + (size_t)j * sizeof(gbFlag_t));
+        if (atomic_load_explicit(c, memory_order_acquire) < st->use) waiting = st->who[i];
+      }
     if (waiting < 0) {
       if (st->group) st->group->bytesSent += st->bytes;
       st->passed = 1;
@@ -191,11 +202,18 @@ gbResult_t gbSharedAwait(const gbSharedSlots_t* sh, int which, size_t slot, uint
 }
 
 void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error) {
-  for (int k = 0; k < sh->n; k++)
+  gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
+  for (int k = 0; k < sh->n; k++) {
     for (int s = 0; s < sh->nslots; s++) {
       gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_FULL, k, (size_t)s), RELEASED, (int)error);
       gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_READ, k, (size_t)s), RELEASED, (int)error);
     }
+    for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) {
+      gbFlagSetHost(&mine->exchange[GB_EXCHANGE_FULL][k][b], RELEASED, (int)error);
+      gbFlagSetHost(&mine->exchange[GB_EXCHANGE_READ][k][b], RELEASED, (int)error);
+    }
+  }
+  for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) gbFlagSetHost(&mine->exchangeDone[b], RELEASED, (int)error);
 }
 
 gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int which, size_t slot, uint64_t use,

@@ -44,9 +44,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/sizes.h"
 #include "stage/stage.h"
 
 #define GB_STAGE_SLOTS_MAX 64 /* GPUBRIDGE_STAGING_SLOTS + 2 at most (else the private stage) */
+#define GB_STAGE_EXCHANGE_BLOCKS GB_PLAN_EXCHANGE_BLOCKS /* an exchange's blocks at most (stage/exchange.c) */
+#define GB_STAGE_EXCHANGE_READY 64
 
 /* One member's counters, failure and signals, in the segment. `sent[k]`
  * and `got[k]`: the send/recv channels between this member and member k
@@ -65,6 +68,12 @@ typedef struct {
    * failure releases them (gbSharedRelease). */
   gbFlag_t inFull[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
   gbFlag_t inRead[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
+  /* The exchange's flags to this member (device.h's gbExchangeFlag layout,
+   * GB_STAGE_EXCHANGE_BLOCKS per member and kind), and its own stream's
+   * mark that it began an exchange (for its proxy's watch). */
+  gbFlag_t exchange[2][GB_REDUCE_MAX_SRCS][GB_STAGE_EXCHANGE_BLOCKS];
+  gbFlag_t exchangeReady[GB_STAGE_EXCHANGE_READY]; /* use u's at u % GB_STAGE_EXCHANGE_READY */
+  gbFlag_t exchangeDone[GB_STAGE_EXCHANGE_BLOCKS]; /* my exchange's blocks ended (device.h's done) */
 } gbSharedCtl_t;
 
 /* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]
@@ -108,6 +117,11 @@ typedef struct gbSharedSlots {
   int p2pDepth;
   size_t p2pBytes;
   uint64_t p2pSent[GB_REDUCE_MAX_SRCS], p2pGot[GB_REDUCE_MAX_SRCS];
+  /* The exchange (stage/exchange.c; 0 bytes: none): two buffers of
+   * exchangeBytes per member, used in turn. Caller thread: its uses so far. */
+  size_t exchangeBytes;
+  uint64_t exchangeUses;
+  void* exchangeStream; /* the last exchange's */
 } gbSharedSlots_t;
 
 /* A stage over the slots: a host group's (shared or remote ops), or the
@@ -119,7 +133,7 @@ typedef struct {
 
 static inline gbSharedSlots_t* gbSlotsOf(const gbStage_t* st) { return ((const gbSlotsView_t*)st)->sh; }
 
-extern const gbStageOps_t gbStageSharedOps, gbStageRemoteOps, gbStageChannelOps;
+extern const gbStageOps_t gbStageSharedOps, gbStageRemoteOps, gbStageChannelOps, gbStageExchangeOps;
 /* A new view of sh with ops over group g (sh->views counts it). */
 gbResult_t gbSlotsViewCreate(gbSharedSlots_t* sh, const gbStageOps_t* ops, gbAlgoGroup_t* g, gbStage_t** out);
 /* Releases a view; the last one unregisters and unmaps sh. */
@@ -138,6 +152,8 @@ char* gbSharedAt(const gbSharedSlots_t* sh, int member, size_t slot);
 const char* gbSharedDeviceAt(const gbSharedSlots_t* sh, int member, size_t slot);
 /* Slot `slot` of the channel from member `from` to member `to`: its host address. */
 char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot);
+/* Member k's exchange buffer for a use (the two alternate): its offset from base. */
+size_t gbSharedExchangeOffset(const gbSharedSlots_t* sh, int member, uint64_t use);
 
 /* A proxy step on counters in the segment: publish *publish = use (NULL:
  * nothing), then wait until every counter in wait[] reached use, each
@@ -159,6 +175,7 @@ typedef struct {
   uint64_t bytes;
   int watch;
   int passed;          /* set by the step when every counter arrived */
+  int span;            /* each wait[i] is the first of span counters a gbFlag_t apart (0: one) */
 } gbSharedStep_t;
 
 /* Posts step (copied) as a proxy call with the walker's tag: it starts once

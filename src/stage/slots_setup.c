@@ -91,6 +91,9 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->inRead[0][0], sizeof(mine->inRead) / sizeof(gbFlag_t));
+  gbStageFlagsInit(&sh->ctx, &mine->exchange[0][0][0], sizeof(mine->exchange) / sizeof(gbFlag_t));
+  gbStageFlagsInit(&sh->ctx, mine->exchangeReady, GB_STAGE_EXCHANGE_READY);
+  gbStageFlagsInit(&sh->ctx, mine->exchangeDone, GB_STAGE_EXCHANGE_BLOCKS);
   /* A reduction of nothing loads the device's kernels (a GPU compiles them
    * once per process), so that cost is paid here and a device that cannot
    * reduce is found before any member relies on it. */
@@ -119,6 +122,7 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
   sh->nslots = spec->nslots;
   sh->slotBytes = gbSharedRoundPage(spec->slotBytes);
   if (spec->channels && !sh->remote) sizeChannels(spec, sh);
+  if (!sh->remote && dev->exchangeAsync) sh->exchangeBytes = gbSharedRoundPage(spec->exchangeBytes);
   sh->bytes = gbSharedLayoutBytes(sh);
   /* What this member lacks (memory) it says with ok = 0 below, so every
    * member falls back together instead of the others waiting for it. */
@@ -202,6 +206,12 @@ gbResult_t gbStageSlotsShare(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out
   const gbSharedSlots_t* sh = slots ? gbSlotsOf(slots) : NULL;
   if (!sh || sh->n != g->n || memcmp(sh->ranks, g->ranks, sizeof(int) * (size_t)g->n) != 0) return gbSuccess;
   return gbSlotsViewCreate(gbSlotsOf(slots), slots->ops, g, out);
+}
+
+gbResult_t gbStageExchange(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out) {
+  *out = NULL;
+  if (!slots || slots->ops != &gbStageSharedOps || gbSlotsOf(slots)->exchangeBytes == 0) return gbSuccess;
+  return gbSlotsViewCreate(gbSlotsOf(slots), &gbStageExchangeOps, g, out);
 }
 
 gbResult_t gbStageChannels(gbStage_t* slots, gbStage_t** out) {

@@ -19,7 +19,11 @@
  *  - channels: send/recv through per-pair channels in the world's segment
  *    (stage/channels.c);
  *  - bulk: send/recv through one growable host buffer and one host step
- *    (stage/bulk.c).
+ *    (stage/bulk.c);
+ *  - exchange: a small all-reduce over shared slots that the stream drives
+ *    alone: one kernel (one stream task on the host device) stages my part,
+ *    waits for the members' and reduces them, with flags between members'
+ *    streams and no host thread between them (stage/exchange.c).
  * A backend is given a small context (gbStageCtx_t), never the communicator. */
 #ifndef GB_STAGE_STAGE_H
 #define GB_STAGE_STAGE_H
@@ -150,6 +154,7 @@ typedef struct {
   int channels;          /* also hold the send/recv channels (the world's) */
   size_t channelBudget;  /* bytes all channels may take together */
   int enabled;           /* GPUBRIDGE_BRIDGE_SLOTS allows them */
+  size_t exchangeBytes;  /* on one host: each member's exchange buffers (two of this; 0: no exchange) */
 } gbStageSlotsSpec_t;
 /* Sets up spec's slots: shared when every member is on this host and the
  * group has 2..GB_REDUCE_MAX_SRCS members, remote when not and it has
@@ -161,6 +166,9 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
  * members in their order (every member takes them in the one order of its
  * calls); *out NULL when it has not. */
 gbResult_t gbStageSlotsShare(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out);
+/* The exchange over shared slots for host group g (slots' own group or one
+ * that shares them; *out NULL: they have no exchange buffers). */
+gbResult_t gbStageExchange(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out);
 /* The send/recv channels in the same segment (*out NULL: it has none). */
 gbResult_t gbStageChannels(gbStage_t* slots, gbStage_t** out);
 /* The channels' chunk bytes and depth (plan/p2p.c's facts). */

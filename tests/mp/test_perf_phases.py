@@ -75,8 +75,11 @@ with tempfile.TemporaryDirectory(prefix="gbperf-phases-") as tmp:
                     continue
                 values = [ph["%s_us" % p] for p in PHASES]
                 total = sum(values)
-                suite.check(all(v >= 0 for v in values) and ph["bridge_us"] > 0 and ph["island_us"] > 0,
-                            what + ": island and bridge phases above 0, none negative", str(ph))
+                # On one host the streams hand chunks over themselves (or run an
+                # exchange) and the proxy only watches: it may see the bridge end
+                # after the stream was done, which the record shows as 0.
+                suite.check(all(v >= 0 for v in values) and ph["island_us"] > 0,
+                            what + ": island phase above 0, none negative", str(ph))
                 # The phases follow each other: they never add up to more than the time. They
                 # cover it unless the host thread was descheduled between calls (a busy
                 # machine) or, with -z 1, synchronized after each call: neither is any phase.

@@ -31,6 +31,7 @@ typedef unsigned long long gbCuDevicePtr_t; /* CUdeviceptr */
 #define GB_CU_ATTR_CAN_USE_STREAM_MEM_OPS_V1 92
 #define GB_CU_ATTR_CAN_USE_64_BIT_STREAM_MEM_OPS_V1 93
 #define GB_CU_ATTR_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+#define GB_CU_ATTR_MPS_ENABLED 133 /* CUDA 12.3+: contexts on this device are shared through MPS */
 #define GB_CU_STREAM_WAIT_VALUE_GEQ 0u       /* cyclic (value - *addr) compare */
 #define GB_CU_STREAM_WRITE_VALUE_DEFAULT 0u  /* fenced: earlier stream writes land first */
 

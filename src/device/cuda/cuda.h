@@ -27,5 +27,7 @@ gbResult_t gbDeviceCudaMakeCurrent(void);
 /* The chosen GPU's UUID ("GPU-xxxxxxxx-...") and PCI bus id; "" where the
  * driver does not say. */
 void gbDeviceCudaIdentify(char* uuid, size_t uuidLen, char* pci, size_t pciLen, int* index);
+/* device.h's mps: CU_DEVICE_ATTRIBUTE_MPS_ENABLED. */
+int gbDeviceCudaMps(void);
 
 #endif

@@ -216,6 +216,7 @@ gbResult_t gbDeviceCudaOpen(gbDeviceOps* ops, int* found, char* why, size_t whyL
     (void)gbOsSymbolBind(api.drvHandle, "cuDeviceGetUuid", &api.cuDeviceGetUuid);
   gbGpuOpsFill(&api.rt, ops);
   ops->identify = gbDeviceCudaIdentify;
+  ops->mps = gbDeviceCudaMps;
   return gbSuccess;
 fail:
   apiReady = 0;
@@ -231,6 +232,13 @@ void gbDeviceCudaIdentify(char* uuid, size_t uuidLen, char* pci, size_t pciLen, 
     snprintf(uuid, uuidLen, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   if (api.cudaDeviceGetPCIBusId(pci, (int)pciLen, api.rt.device) != GB_CUDA_SUCCESS) pci[0] = '\0';
+}
+
+/* A driver older than the attribute answers an error: no MPS known. */
+int gbDeviceCudaMps(void) {
+  int on = 0;
+  if (api.cuDeviceGetAttribute(&on, GB_CU_ATTR_MPS_ENABLED, api.cuDev) != GB_CU_SUCCESS) return 0;
+  return on != 0;
 }
 
 gbResult_t gbDeviceCudaMakeCurrent(void) {

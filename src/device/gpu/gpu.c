@@ -166,6 +166,7 @@ void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops) {
   ops->hostRegister = gbGpuHostRegister;
   ops->hostUnregister = gbGpuHostUnregister;
   ops->reduceAsync = gbGpuReduceAsync;
+  ops->exchangeAsync = gbGpuExchangeAsync;
   ops->deviceSynchronize = deviceSynchronize;
   ops->identify = NULL;
 }

@@ -45,11 +45,20 @@ typedef struct {
   int divisor;
   int ring;
   uint32_t nanRule;
+  int me;
+  int maxBlocks;
+  uint64_t use;
+  void* mine;
+  void* flags[GB_REDUCE_MAX_SRCS];
+  void* ready;
+  void* done;
 } kernelArgs_t;
 _Static_assert(GB_REDUCE_MAX_SRCS == 8, "kernels/reduce.cu takes 8 sources: change both");
-_Static_assert(sizeof(kernelArgs_t) == 104 && offsetof(kernelArgs_t, count) == 80 &&
-                   offsetof(kernelArgs_t, nanRule) == 96,
+_Static_assert(sizeof(kernelArgs_t) == 208 && offsetof(kernelArgs_t, count) == 80 &&
+                   offsetof(kernelArgs_t, nanRule) == 96 && offsetof(kernelArgs_t, use) == 112 &&
+                   offsetof(kernelArgs_t, flags) == 128 && offsetof(kernelArgs_t, ready) == 192,
                "kernelArgs_t must match gbReduceKernelArgs in kernels/reduce.cu");
+_Static_assert(sizeof(gbFlag_t) == 32, "kernels/reduce.cu's GB_FLAG_BYTES");
 
 /* Kernel name parts by gbDataType_t and by op (sum, prod, max, min). */
 static const char* const typeNames[gbNumTypes] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16"};
@@ -154,22 +163,17 @@ static gbResult_t checkArgs(const gbReduceArgs_t* a) {
   return gbSuccess;
 }
 
-/* A count of 0 launches nothing but still loads the kernels: a caller may
- * do so at set-up, so the one-time compile and its errors come early. */
-gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
-  const gbGpuRuntime_t* rt = gbGpuActive();
-  GB_CHECK(checkArgs(a));
-  GB_CHECK(gbGpuMakeCurrent(rt));
-  GB_CHECK(kernelsReady());
-  if (a->count == 0) return gbSuccess;
-  int op = a->op == gbAvg ? gbSum : a->op;
+static kernelArgs_t kernelArgs(const gbReduceArgs_t* a) {
   kernelArgs_t k = {.dst = a->dst, .nsrc = a->nsrc, .count = a->count, .divisor = a->divisor > 0 ? a->divisor : 0,
-                    .ring = a->ring != 0, .nanRule = HOST_NAN_RULE};
+                    .ring = a->ring != 0, .nanRule = HOST_NAN_RULE, .me = -1};
   for (int s = 0; s < a->nsrc; s++) k.src[s] = a->src[s];
-  uint64_t perBlock = (uint64_t)THREADS * UNROLL;
-  uint64_t blocks = (a->count + perBlock - 1) / perBlock;
-  if (blocks > (uint64_t)kernels.blocksCap) blocks = (uint64_t)kernels.blocksCap;
-  void* params[] = {&k};
+  return k;
+}
+
+static gbResult_t launch(const gbGpuRuntime_t* rt, const gbReduceArgs_t* a, kernelArgs_t* k, uint64_t blocks,
+                         void* stream) {
+  int op = a->op == gbAvg ? gbSum : a->op;
+  void* params[] = {k};
   gbGpuError_t e = rt->launchKernel(kernels.functions[a->dtype][op], (unsigned int)blocks, 1, 1, THREADS, 1, 1, 0,
                                     stream, params, NULL);
   if (e != GB_GPU_SUCCESS) {
@@ -179,6 +183,44 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
                           name, (unsigned long long)blocks, THREADS, a->count, a->nsrc, stream);
   }
   return gbSuccess;
+}
+
+/* A count of 0 launches nothing but still loads the kernels: a caller may
+ * do so at set-up, so the one-time compile and its errors come early. */
+gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  GB_CHECK(checkArgs(a));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  GB_CHECK(kernelsReady());
+  if (a->count == 0) return gbSuccess;
+  kernelArgs_t k = kernelArgs(a);
+  uint64_t perBlock = (uint64_t)THREADS * UNROLL;
+  uint64_t blocks = (a->count + perBlock - 1) / perBlock;
+  if (blocks > (uint64_t)kernels.blocksCap) blocks = (uint64_t)kernels.blocksCap;
+  return launch(rt, a, &k, blocks, stream);
+}
+
+/* The same kernel in exchange mode: one block per range, all of them resident
+ * at once is not needed (a block waits only on other members' blocks). */
+gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  if (x == NULL || x->me < 0 || x->me >= x->red.nsrc || x->blocks < 1 || x->blocks > x->maxBlocks || !x->mine ||
+      x->red.nsrc * x->maxBlocks > THREADS)
+    return gbErrorSet(gbInvalidArgument, "stream exchange: member %d of %d, %d blocks of at most %d, my part %p",
+                      x ? x->me : -1, x ? x->red.nsrc : 0, x ? x->blocks : 0, x ? x->maxBlocks : 0,
+                      x ? x->mine : NULL);
+  GB_CHECK(checkArgs(&x->red));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  GB_CHECK(kernelsReady());
+  kernelArgs_t k = kernelArgs(&x->red);
+  k.me = x->me;
+  k.maxBlocks = x->maxBlocks;
+  k.use = x->use;
+  k.mine = x->mine;
+  k.ready = x->readyDev;
+  k.done = x->doneDev;
+  for (int m = 0; m < x->red.nsrc; m++) k.flags[m] = x->flagsDev[m];
+  return launch(rt, &x->red, &k, (uint64_t)x->blocks, stream);
 }
 
 gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr) {

@@ -78,7 +78,7 @@ static gbResult_t hostFree(void* ptr) {
 
 /* ------------------------------------------------------------------ tasks */
 
-typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN, TASK_REDUCE } taskKind_t;
+typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN, TASK_REDUCE, TASK_EXCHANGE } taskKind_t;
 
 typedef struct task {
   struct task* next;
@@ -99,6 +99,7 @@ typedef struct task {
       void (*freeArg)(void*);
     } host;
     gbReduceArgs_t reduce;
+    gbExchangeArgs_t exchange;
   } u;
 } task_t;
 
@@ -116,6 +117,7 @@ static const char* taskName(taskKind_t k) {
     case TASK_FLAG_WAIT: return "flag wait";
     case TASK_HOST_FN: return "host function";
     case TASK_REDUCE: return "reduction";
+    case TASK_EXCHANGE: return "exchange";
   }
   return "unknown";
 }
@@ -190,6 +192,8 @@ static gbResult_t runTask(stream_t* s, task_t* t, gbResult_t streamError) {
       if (!drop) gbReduceOrdered(r->dst, r->src, r->nsrc, r->count, r->dtype, r->op, r->divisor, r->ring);
       return gbSuccess;
     }
+    case TASK_EXCHANGE:
+      return drop ? gbSuccess : gbDeviceHostExchange(&t->u.exchange, s->flagWaitSec);
   }
   return gbSuccess;
 }
@@ -422,6 +426,15 @@ static gbResult_t reduceAsync(const gbReduceArgs_t* args, void* stream) {
   return enqueue(stream, &t);
 }
 
+static gbResult_t exchangeAsync(const gbExchangeArgs_t* args, void* stream) {
+  if (args->me < 0 || args->me >= args->red.nsrc || args->red.nsrc > GB_REDUCE_MAX_SRCS || args->blocks < 1 ||
+      args->blocks > args->maxBlocks || args->mine == NULL || args->red.dst == NULL)
+    return gbErrorSet(gbInvalidArgument, "stream exchange: member %d of %d, %d blocks of at most %d, my part %p",
+                      args->me, args->red.nsrc, args->blocks, args->maxBlocks, args->mine);
+  task_t t = {.kind = TASK_EXCHANGE, .u.exchange = *args};
+  return enqueue(stream, &t);
+}
+
 /* Host memory is the device's: nothing to register. */
 static gbResult_t hostRegister(void* ptr, size_t bytes, void** devPtr) {
   (void)bytes;
@@ -454,6 +467,7 @@ static const gbDeviceOps hostOps = {
     .hostRegister = hostRegister,
     .hostUnregister = hostUnregister,
     .reduceAsync = reduceAsync,
+    .exchangeAsync = exchangeAsync,
     .hostMemory = 1,
 };
 

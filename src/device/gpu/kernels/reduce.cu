@@ -23,13 +23,29 @@
  * from one source together, so loads stay in flight while others wait
  * (sources may be host memory read over PCIe; the caller launches enough
  * blocks to fill the GPU), and a warp's loads are contiguous. A thread reads
- * the elements it writes and no others, so dst may be one of the sources. */
+ * the elements it writes and no others, so dst may be one of the sources.
+ *
+ * Exchange mode (flags[me] set: device/device.h's gbExchangeArgs_t): the
+ * kernel is an all-reduce among the members of a shared host segment on its
+ * own. Thread block b owns elements [count*b/G, count*(b+1)/G) of the G
+ * blocks: once every member read this buffer's last use (its read flags at
+ * every index), it copies my input's range into my part (mapped host
+ * memory), sets its full flag in every member's flags, waits for every
+ * member's, folds the range as above (ring slices included) and sets the
+ * read flags of the indices it owns (b modulo G) in every member's flags. A
+ * block waits only on other members, never on a block of its own grid. Flags are the first 64-bit word of a
+ * gbFlag_t, written after a system-wide fence and read with volatile loads;
+ * a member's part is read with volatile loads too, never from a cache that
+ * may hold its last use. */
 
 #define GB_REDUCE_MAX_SRCS 8
 #define GB_REDUCE_THREADS 256 /* the block size the caller launches with */
 #define GB_REDUCE_UNROLL 2
 #define GB_NAN_SIGNALING_FIRST 1u
 #define GB_NAN_DEFAULT_POSITIVE 2u
+#define GB_FLAG_BYTES 32 /* sizeof(gbFlag_t), its value first */
+#define GB_FLAG_FULL 0
+#define GB_FLAG_READ 1
 
 #ifndef GB_LAUNCH_BOUNDS
 #define GB_LAUNCH_BOUNDS __launch_bounds__(GB_REDUCE_THREADS)
@@ -55,6 +71,14 @@ struct gbReduceKernelArgs {
   int divisor;      /* > 0: divide every finished element (floating types) */
   int ring;         /* ring order when nsrc >= 3 */
   gbU32 nanRule;    /* GB_NAN_* */
+  /* Exchange mode (flags[me] != 0): */
+  int me;
+  int maxBlocks;    /* flags per member and kind */
+  gbU64 use;
+  void* mine;       /* my part (host memory) */
+  char* flags[GB_REDUCE_MAX_SRCS]; /* member m's flags: full[k][b], then read[k][b] */
+  char* ready;      /* set to use when the kernel starts */
+  char* done;       /* my own flags: done[i] = use once the block that owns index i ended */
 };
 
 /* ------------------------------------------------------------ bit casts */
@@ -254,26 +278,36 @@ struct Narrow {
 
 /* ---------------------------------------------------------------- kernel */
 
-/* Elements [begin, end) folded from member first, going around. */
+/* Elements [begin, end) folded from member first, going around; the grid's
+ * threads share them (grid), or this block's alone. In exchange mode the
+ * other members' parts are read with volatile loads. */
+template <typename T>
+static __device__ inline T load(const T* p, gbU64 i, bool fresh) {
+  return fresh ? ((const volatile T*)p)[i] : p[i];
+}
+
 template <typename T, typename Op>
-static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end) {
+static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end, bool grid) {
   const int n = a.nsrc;
   const gbU32 rule = a.nanRule;
   T* dst = (T*)a.dst;
   const gbU64 block = (gbU64)blockDim.x;
-  const gbU64 step = (gbU64)gridDim.x * block * GB_REDUCE_UNROLL;
-  for (gbU64 base = begin + (gbU64)blockIdx.x * block * GB_REDUCE_UNROLL + threadIdx.x; base < end; base += step) {
+  const gbU64 step = (grid ? (gbU64)gridDim.x : 1) * block * GB_REDUCE_UNROLL;
+  const gbU64 start = begin + (grid ? (gbU64)blockIdx.x * block * GB_REDUCE_UNROLL : 0) + threadIdx.x;
+  const bool exchange = !grid;
+  for (gbU64 base = start; base < end; base += step) {
     T acc[GB_REDUCE_UNROLL];
     int k = first;
 #pragma unroll 1
     for (int s = 0; s < n; s++) {
       const T* p = (const T*)a.src[k];
+      const bool fresh = exchange && k != a.me;
       k = k + 1 == n ? 0 : k + 1;
       T v[GB_REDUCE_UNROLL];
 #pragma unroll
       for (int u = 0; u < GB_REDUCE_UNROLL; u++) {
         gbU64 i = base + (gbU64)u * block;
-        if (i < end) v[u] = p[i];
+        if (i < end) v[u] = load(p, i, fresh);
       }
 #pragma unroll
       for (int u = 0; u < GB_REDUCE_UNROLL; u++)
@@ -288,19 +322,95 @@ static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first
 }
 
 /* Without ring order (or under 3 sources) the whole range is one slice from
- * member 0; slice j ends where slice j + 1 begins. */
+ * member 0; slice j ends where slice j + 1 begins. The part of [lo, hi) in
+ * each slice: grid, the whole range over the grid; else this block's range. */
 template <typename T, typename Op>
-static __device__ inline void reduceAll(const gbReduceKernelArgs& a) {
+static __device__ inline void reduceRange(const gbReduceKernelArgs& a, gbU64 lo, gbU64 hi, bool grid) {
   const int n = a.nsrc;
-  if (n < 1 || n > GB_REDUCE_MAX_SRCS) return;
   const gbU64 slices = a.ring && n >= 3 ? (gbU64)n : 1;
   gbU64 b = 0;
 #pragma unroll 1
   for (gbU64 j = 0; j < slices; j++) {
     gbU64 e = a.count * (j + 1) / slices;
-    reduceSlice<T, Op>(a, slices == 1 || j + 1 == slices ? 0 : (int)j + 1, b, e);
+    gbU64 from = b > lo ? b : lo, to = e < hi ? e : hi;
+    if (from < to) reduceSlice<T, Op>(a, slices == 1 || j + 1 == slices ? 0 : (int)j + 1, from, to, grid);
     b = e;
   }
+}
+
+/* ---------------------------------------------------------------- exchange */
+
+static __device__ inline volatile gbU64* flagAt(char* flags, int kind, int member, int block, int maxBlocks) {
+  const int index = (kind * GB_REDUCE_MAX_SRCS + member) * maxBlocks + block;
+  return (volatile gbU64*)(flags + (gbU64)index * GB_FLAG_BYTES);
+}
+
+static __device__ inline void spin(volatile gbU64* f, gbU64 value) {
+  while (*f < value) {
+  }
+}
+
+/* This buffer's use - 2 was read: every member's read flag at every index
+ * (a use of other blocks may have come between), one thread a flag; then
+ * the whole block goes on. */
+static __device__ inline void awaitRead(const gbReduceKernelArgs& a) {
+  const int k = (int)threadIdx.x / a.maxBlocks, i = (int)threadIdx.x % a.maxBlocks;
+  if (a.use > 2 && k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], GB_FLAG_READ, k, i, a.maxBlocks), a.use - 2);
+  __syncthreads();
+}
+
+/* Every thread's stores are out to the system first; then the flags. */
+static __device__ inline void fenceAll() {
+  __threadfence_system();
+  __syncthreads();
+  __threadfence_system();
+}
+
+/* This block staged its range: thread k sets its full flag in member k's flags. */
+static __device__ inline void tellFull(const gbReduceKernelArgs& a) {
+  fenceAll();
+  const int k = (int)threadIdx.x;
+  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], GB_FLAG_FULL, a.me, (int)blockIdx.x, a.maxBlocks) = a.use;
+}
+
+/* Thread k waits until member k staged this block's range. */
+static __device__ inline void awaitFull(const gbReduceKernelArgs& a) {
+  const int k = (int)threadIdx.x;
+  if (k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], GB_FLAG_FULL, k, (int)blockIdx.x, a.maxBlocks), a.use);
+  __syncthreads();
+}
+
+/* This block read its range: it sets, for every index it owns (those equal
+ * to it modulo the grid), the read flag in every member's flags and my done
+ * flag; one thread a flag. */
+static __device__ inline void tellRead(const gbReduceKernelArgs& a) {
+  fenceAll();
+  const int k = (int)threadIdx.x / a.maxBlocks, i = (int)threadIdx.x % a.maxBlocks;
+  if (k >= a.nsrc || i % (int)gridDim.x != (int)blockIdx.x) return;
+  if (k != a.me) *flagAt(a.flags[k], GB_FLAG_READ, a.me, i, a.maxBlocks) = a.use;
+  else if (a.done) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
+}
+
+template <typename T, typename Op>
+static __device__ inline void exchangeBlock(const gbReduceKernelArgs& a) {
+  const gbU64 lo = a.count * blockIdx.x / gridDim.x, hi = a.count * (blockIdx.x + 1) / gridDim.x;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && a.ready) *(volatile gbU64*)a.ready = a.use;
+  awaitRead(a);
+  const T* in = (const T*)a.src[a.me];
+  T* mine = (T*)a.mine;
+  for (gbU64 i = lo + threadIdx.x; i < hi; i += blockDim.x) mine[i] = in[i];
+  tellFull(a);
+  awaitFull(a);
+  reduceRange<T, Op>(a, lo, hi, false);
+  tellRead(a);
+}
+
+template <typename T, typename Op>
+static __device__ inline void reduceAll(const gbReduceKernelArgs& a) {
+  const int n = a.nsrc;
+  if (n < 1 || n > GB_REDUCE_MAX_SRCS) return;
+  if (a.me >= 0 && a.me < n && a.flags[a.me] != 0) exchangeBlock<T, Op>(a);
+  else reduceRange<T, Op>(a, 0, a.count, true);
 }
 
 /* The op is the variadic part: its template arguments hold commas. */
