@@ -57,21 +57,20 @@ typedef struct {
  * members of a shared segment driven by the stream alone, no host thread
  * between members (stage/exchange.c). The range is cut into `blocks` equal
  * blocks (count * b / blocks), each with flags of its own, so a GPU's thread
- * block waits for nothing but other members. Per block b, in order: wait
- * until every member k set read[k][i] >= use - 2 in my flags for every
- * index i < maxBlocks (it read this buffer's last use, whatever its blocks;
- * uses alternate between two buffers); copy my input red.src[me] into mine;
- * set full[me][b] = use in every other member's flags; wait until every
- * member k set full[k][b] >= use in mine; fold red.src[0..nsrc-1] (member
- * k's part for k != me) into red.dst as reduceAsync does; for each index i
- * with i % blocks == b set read[me][i] = use in every other member's flags
- * and done[i] = use. Member m's flags (flags[m]; flagsDev[m] their device
- * address): full[k][b] at index k * maxBlocks + b, read[k][i]
- * GB_REDUCE_MAX_SRCS * maxBlocks further; done: maxBlocks flags of mine.
- * ready is set to use when the exchange starts. nsrc * maxBlocks is at most
- * 256 (a GPU block's threads). A host waiter's flag error (a member failed:
- * its flags were released) fails the stream; a GPU sees only the released
- * value and goes on. */
+ * block waits for nothing but other members. A member's exchanges run one
+ * after the other (the caller orders them across streams with the done
+ * flags), and uses alternate between two buffers. Per block b, in order:
+ * for use > 2, wait until every member k set full[k][0] >= use - 1 in my
+ * flags (it began its use - 1, so it ended its use - 2 and read this
+ * buffer); copy my input red.src[me]'s range into mine; set full[me][b] =
+ * use in every other member's flags; wait until every member k set
+ * full[k][b] >= use in mine; fold red.src[0..nsrc-1] (member k's part for k
+ * != me) into red.dst as reduceAsync does; set done[i] = use for each index
+ * i < maxBlocks with i % blocks == b. Member m's flags (flags[m]; flagsDev[m]
+ * their device address): full[k][b] at index k * maxBlocks + b; done:
+ * maxBlocks flags of mine. ready is set to use when the exchange starts. A
+ * host waiter's flag error (a member failed: its flags were released) fails
+ * the stream; a GPU sees only the released value and goes on. */
 typedef struct {
   gbReduceArgs_t red;
   int me;
@@ -86,10 +85,9 @@ typedef struct {
   void* doneDev;
 } gbExchangeArgs_t;
 
-enum { GB_EXCHANGE_FULL = 0, GB_EXCHANGE_READ = 1 };
-/* Member `member`'s flag of kind for `block` in one member's flags. */
-static inline gbFlag_t* gbExchangeFlag(gbFlag_t* flags, int kind, int member, int block, int maxBlocks) {
-  return flags + ((size_t)kind * GB_REDUCE_MAX_SRCS + (size_t)member) * (size_t)maxBlocks + (size_t)block;
+/* Member `member`'s full flag of `block` in one member's flags. */
+static inline gbFlag_t* gbExchangeFlag(gbFlag_t* flags, int member, int block, int maxBlocks) {
+  return flags + (size_t)member * (size_t)maxBlocks + (size_t)block;
 }
 
 /* The host device's exchange, on its stream thread (device/host/exchange.c):

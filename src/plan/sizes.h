@@ -49,16 +49,20 @@ int gbPlanSharedSlots(int stagingSlots);
  * ~8 us each on a GPU) or a copy costs more than the overlap gains. */
 /* The exchange (stage/exchange.c): a small all-reduce a stream drives
  * alone over shared slots. Each member keeps two buffers of
- * GB_PLAN_EXCHANGE_BYTES; an all-reduce of at most the group's exchange
- * bytes goes there whole. Its blocks: one per GB_PLAN_EXCHANGE_BLOCK_BYTES,
- * from 1 to GB_PLAN_EXCHANGE_BLOCKS (each a GPU thread block with flags of
- * its own; stage/slots_impl.h keeps that many). */
+ * GB_PLAN_EXCHANGE_BYTES, and an all-reduce of at most that goes there
+ * (chunk by chunk, as planned). Measured on one H200 under MPS (two
+ * split-test ranks, docs/PERFORMANCE.md, 2026-12-04): the exchange against
+ * the slots' copy path, 8 B 18 against 49 us, 256 KiB 52 against 111,
+ * 1 MiB 111-120 against 133-204, 2 MiB 212 against 196-330, 4 MiB 410-445
+ * against 326-331: it wins up to 1 MiB. Its blocks (each a GPU thread block
+ * with flags of its own; stage/slots_impl.h keeps GB_PLAN_EXCHANGE_BLOCKS):
+ * 8 KiB each up to 64 KiB, then bytes / 16 KiB, at most 32 (the best of 8,
+ * 16 and 32 KiB blocks at each size in the same run). */
 #define GB_PLAN_EXCHANGE_BYTES ((size_t)1 << 20)
-#define GB_PLAN_EXCHANGE_BLOCK_BYTES ((size_t)32 << 10)
 #define GB_PLAN_EXCHANGE_BLOCKS 32
 static inline int gbPlanTakesExchange(size_t bytes, size_t exchangeBytes) { return bytes > 0 && bytes <= exchangeBytes; }
 static inline int gbPlanExchangeBlocks(size_t bytes) {
-  size_t b = (bytes + GB_PLAN_EXCHANGE_BLOCK_BYTES - 1) / GB_PLAN_EXCHANGE_BLOCK_BYTES;
+  size_t b = bytes <= ((size_t)64 << 10) ? (bytes + (8 << 10) - 1) / (8 << 10) : bytes / (16 << 10);
   return b < 1 ? 1 : b > GB_PLAN_EXCHANGE_BLOCKS ? GB_PLAN_EXCHANGE_BLOCKS : (int)b;
 }
 

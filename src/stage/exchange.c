@@ -9,7 +9,10 @@
  * about one kernel: NCCL's LL protocols do the same through host memory.
  *
  * Wire format: member m's buffer for use u (two buffers, used in turn) holds
- * m's input; the flags of block b say "staged" (full) and "read" per use.
+ * m's input; member m's full flag of block b in my flags says it staged
+ * that block of use u. A member's exchanges run in the order of their uses
+ * (afterLast), so one that began use u ended use u - 1: then it read the
+ * buffer use u + 1 overwrites.
  * The proxy only watches: from when my stream began the exchange
  * (exchangeReady) until every member staged every block, with the
  * collective's deadline, hearing a member that failed or died; then, and
@@ -23,7 +26,7 @@
 #include "plan/sizes.h"
 #include "stage/slots_impl.h"
 
-static gbFlag_t* flagsOf(const gbSharedSlots_t* sh, int member) { return &gbSharedCtl(sh, member)->exchange[0][0][0]; }
+static gbFlag_t* flagsOf(const gbSharedSlots_t* sh, int member) { return &gbSharedCtl(sh, member)->exchange[0][0]; }
 static void* devOf(const gbSharedSlots_t* sh, const void* host) { return sh->devBase + ((const char*)host - sh->base); }
 static gbFlag_t* readyOf(const gbSharedSlots_t* sh, uint64_t use) {
   return &gbSharedCtl(sh, sh->me)->exchangeReady[use % GB_STAGE_EXCHANGE_READY];
@@ -47,7 +50,7 @@ static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* strea
   for (int k = 0; k < sh->n; k++) {
     if (k == sh->me) continue;
     watch.who[watch.nwait] = k;
-    watch.wait[watch.nwait++] = &mine->exchange[GB_EXCHANGE_FULL][k][0].value;
+    watch.wait[watch.nwait++] = &mine->exchange[k][0].value;
   }
   return gbSharedPostStep(&watch, tag, readyOf(sh, s->use), s->use, NULL, 0);
 }

@@ -208,10 +208,7 @@ void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error) {
       gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_FULL, k, (size_t)s), RELEASED, (int)error);
       gbFlagSetHost(signalOf(sh, sh->me, SIGNAL_READ, k, (size_t)s), RELEASED, (int)error);
     }
-    for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) {
-      gbFlagSetHost(&mine->exchange[GB_EXCHANGE_FULL][k][b], RELEASED, (int)error);
-      gbFlagSetHost(&mine->exchange[GB_EXCHANGE_READ][k][b], RELEASED, (int)error);
-    }
+    for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) gbFlagSetHost(&mine->exchange[k][b], RELEASED, (int)error);
   }
   for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) gbFlagSetHost(&mine->exchangeDone[b], RELEASED, (int)error);
 }

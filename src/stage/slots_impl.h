@@ -68,10 +68,11 @@ typedef struct {
    * failure releases them (gbSharedRelease). */
   gbFlag_t inFull[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
   gbFlag_t inRead[GB_REDUCE_MAX_SRCS][GB_STAGE_SLOTS_MAX];
-  /* The exchange's flags to this member (device.h's gbExchangeFlag layout,
-   * GB_STAGE_EXCHANGE_BLOCKS per member and kind), and its own stream's
-   * mark that it began an exchange (for its proxy's watch). */
-  gbFlag_t exchange[2][GB_REDUCE_MAX_SRCS][GB_STAGE_EXCHANGE_BLOCKS];
+  /* The exchange's full flags to this member (device.h's gbExchangeFlag
+   * layout, GB_STAGE_EXCHANGE_BLOCKS per member), and its own stream's
+   * marks: it began an exchange (for its proxy's watch), and its blocks
+   * ended (for a later exchange on another stream). */
+  gbFlag_t exchange[GB_REDUCE_MAX_SRCS][GB_STAGE_EXCHANGE_BLOCKS];
   gbFlag_t exchangeReady[GB_STAGE_EXCHANGE_READY]; /* use u's at u % GB_STAGE_EXCHANGE_READY */
   gbFlag_t exchangeDone[GB_STAGE_EXCHANGE_BLOCKS]; /* my exchange's blocks ended (device.h's done) */
 } gbSharedCtl_t;

@@ -91,7 +91,7 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->inRead[0][0], sizeof(mine->inRead) / sizeof(gbFlag_t));
-  gbStageFlagsInit(&sh->ctx, &mine->exchange[0][0][0], sizeof(mine->exchange) / sizeof(gbFlag_t));
+  gbStageFlagsInit(&sh->ctx, &mine->exchange[0][0], sizeof(mine->exchange) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, mine->exchangeReady, GB_STAGE_EXCHANGE_READY);
   gbStageFlagsInit(&sh->ctx, mine->exchangeDone, GB_STAGE_EXCHANGE_BLOCKS);
   /* A reduction of nothing loads the device's kernels (a GPU compiles them

@@ -171,6 +171,51 @@ static void checkSharedSlots(void) {
   checked += 10;
 }
 
+/* The exchange: an all-reduce of at most the host group's exchange bytes
+ * over its shared slots, chunked as planned; nothing else. Its blocks: 8 KiB
+ * each up to 64 KiB, then bytes / 16 KiB, 1 to 32. */
+static void checkExchange(void) {
+  layout_t l;
+  makeLayout(&l, (const int[]){1, 1}, 2, 0);
+  size_t per = 4 * KIB / 4;
+  gbPlanInput_t in = input(&l, GB_COLL_ALLREDUCE, gbPolicyFlat, 1000 * per / 4);
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
+  in.exchangeBytes[GB_HOST_WORLD] = 1000 * KIB;
+  gbPlan_t p = build(&in);
+  CHECK(p.stage == GB_STAGE_EXCHANGE && p.chunkCount == per && p.nchunks == 250,
+        "all-reduce of 1000 KiB, exchange of 1000 KiB: the exchange in 4 KiB chunks (%d, %zu x %zu)", (int)p.stage,
+        p.nchunks, p.chunkCount);
+  in.count = 1000 * per / 4 + 1;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_SHARED, "4 bytes past the exchange: the shared slots (%d)", (int)p.stage);
+  in.count = 10;
+  in.exchangeBytes[GB_HOST_WORLD] = 0;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_SHARED, "no exchange: the shared slots (%d)", (int)p.stage);
+  in.exchangeBytes[GB_HOST_WORLD] = 1000 * KIB;
+  in.slots[GB_HOST_WORLD] = GB_STAGE_REMOTE;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_REMOTE, "remote slots: no exchange (%d)", (int)p.stage);
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
+  in.preMulScale = 1;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_PRIVATE, "a PreMulSum world step: the private stage (%d)", (int)p.stage);
+  in = input(&l, GB_COLL_BROADCAST, gbPolicyFlat, 10);
+  in.slots[GB_HOST_WORLD] = GB_STAGE_SHARED;
+  in.exchangeBytes[GB_HOST_WORLD] = 1000 * KIB;
+  p = build(&in);
+  CHECK(p.stage == GB_STAGE_SHARED, "broadcast: the shared slots (%d)", (int)p.stage);
+  static const struct {
+    size_t bytes;
+    int blocks;
+  } b[] = {{1, 1}, {8 * KIB, 1}, {8 * KIB + 1, 2}, {64 * KIB, 8}, {128 * KIB, 8}, {256 * KIB, 16}, {512 * KIB, 32},
+           {1024 * KIB, 32}};
+  for (size_t k = 0; k < sizeof(b) / sizeof(b[0]); k++)
+    CHECK(gbPlanExchangeBlocks(b[k].bytes) == b[k].blocks, "%zu bytes: %d exchange blocks, got %d", b[k].bytes,
+          b[k].blocks, gbPlanExchangeBlocks(b[k].bytes));
+  checked += 6 + (int)(sizeof(b) / sizeof(b[0]));
+}
+
 /* PreMulSum: a world step's proxy scales each contribution, so it cannot use shared slots. */
 static void checkPreMulSum(void) {
   layout_t l;
@@ -312,6 +357,7 @@ static void checkChunkBySize(void) {
 int main(void) {
   checkDepth();
   checkChunkBySize();
+  checkExchange();
   checkHostMemoryFold();
   checkSharedSlots();
   checkPreMulSum();

@@ -28,12 +28,12 @@
  * Exchange mode (flags[me] set: device/device.h's gbExchangeArgs_t): the
  * kernel is an all-reduce among the members of a shared host segment on its
  * own. Thread block b owns elements [count*b/G, count*(b+1)/G) of the G
- * blocks: once every member read this buffer's last use (its read flags at
- * every index), it copies my input's range into my part (mapped host
- * memory), sets its full flag in every member's flags, waits for every
- * member's, folds the range as above (ring slices included) and sets the
- * read flags of the indices it owns (b modulo G) in every member's flags. A
- * block waits only on other members, never on a block of its own grid. Flags are the first 64-bit word of a
+ * blocks: once every member read this buffer's last use (it began the use
+ * after), it copies my input's range into my part (mapped host memory),
+ * sets its full flag in every member's flags, waits for every member's,
+ * folds the range as above (ring slices included) and sets my done flags
+ * of the indices it owns (b modulo G). A block waits only on other
+ * members, never on a block of its own grid. Flags are the first 64-bit word of a
  * gbFlag_t, written after a system-wide fence and read with volatile loads;
  * a member's part is read with volatile loads too, never from a cache that
  * may hold its last use. */
@@ -44,8 +44,9 @@
 #define GB_NAN_SIGNALING_FIRST 1u
 #define GB_NAN_DEFAULT_POSITIVE 2u
 #define GB_FLAG_BYTES 32 /* sizeof(gbFlag_t), its value first */
-#define GB_FLAG_FULL 0
-#define GB_FLAG_READ 1
+#ifndef GB_SPIN_NAP_NS
+#define GB_SPIN_NAP_NS 200
+#endif
 
 #ifndef GB_LAUNCH_BOUNDS
 #define GB_LAUNCH_BOUNDS __launch_bounds__(GB_REDUCE_THREADS)
@@ -76,7 +77,7 @@ struct gbReduceKernelArgs {
   int maxBlocks;    /* flags per member and kind */
   gbU64 use;
   void* mine;       /* my part (host memory) */
-  char* flags[GB_REDUCE_MAX_SRCS]; /* member m's flags: full[k][b], then read[k][b] */
+  char* flags[GB_REDUCE_MAX_SRCS]; /* member m's flags: full[k][b] */
   char* ready;      /* set to use when the kernel starts */
   char* done;       /* my own flags: done[i] = use once the block that owns index i ended */
 };
@@ -340,22 +341,27 @@ static __device__ inline void reduceRange(const gbReduceKernelArgs& a, gbU64 lo,
 
 /* ---------------------------------------------------------------- exchange */
 
-static __device__ inline volatile gbU64* flagAt(char* flags, int kind, int member, int block, int maxBlocks) {
-  const int index = (kind * GB_REDUCE_MAX_SRCS + member) * maxBlocks + block;
-  return (volatile gbU64*)(flags + (gbU64)index * GB_FLAG_BYTES);
+/* Member `member`'s full flag of block in one member's flags. */
+static __device__ inline volatile gbU64* flagAt(char* flags, int member, int block, int maxBlocks) {
+  return (volatile gbU64*)(flags + (gbU64)(member * maxBlocks + block) * GB_FLAG_BYTES);
 }
 
+/* Each look is a read across the bus: between looks a waiting thread naps
+ * briefly, so many waiting blocks leave the bus to the data. */
 static __device__ inline void spin(volatile gbU64* f, gbU64 value) {
   while (*f < value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(GB_SPIN_NAP_NS);
+#endif
   }
 }
 
-/* This buffer's use - 2 was read: every member's read flag at every index
- * (a use of other blocks may have come between), one thread a flag; then
- * the whole block goes on. */
+/* Every member read this buffer's use - 2: a member's exchanges run one
+ * after the other, so its use - 1 began (block 0's full flag) only once
+ * its use - 2 ended. Thread k looks at member k's. */
 static __device__ inline void awaitRead(const gbReduceKernelArgs& a) {
-  const int k = (int)threadIdx.x / a.maxBlocks, i = (int)threadIdx.x % a.maxBlocks;
-  if (a.use > 2 && k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], GB_FLAG_READ, k, i, a.maxBlocks), a.use - 2);
+  const int k = (int)threadIdx.x;
+  if (a.use > 2 && k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], k, 0, a.maxBlocks), a.use - 1);
   __syncthreads();
 }
 
@@ -370,25 +376,22 @@ static __device__ inline void fenceAll() {
 static __device__ inline void tellFull(const gbReduceKernelArgs& a) {
   fenceAll();
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], GB_FLAG_FULL, a.me, (int)blockIdx.x, a.maxBlocks) = a.use;
+  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], a.me, (int)blockIdx.x, a.maxBlocks) = a.use;
 }
 
 /* Thread k waits until member k staged this block's range. */
 static __device__ inline void awaitFull(const gbReduceKernelArgs& a) {
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], GB_FLAG_FULL, k, (int)blockIdx.x, a.maxBlocks), a.use);
+  if (k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], k, (int)blockIdx.x, a.maxBlocks), a.use);
   __syncthreads();
 }
 
-/* This block read its range: it sets, for every index it owns (those equal
- * to it modulo the grid), the read flag in every member's flags and my done
- * flag; one thread a flag. */
-static __device__ inline void tellRead(const gbReduceKernelArgs& a) {
+/* This block ended: my done flags of the indices it owns (those equal to
+ * it modulo the grid), for a later exchange on another stream. */
+static __device__ inline void tellDone(const gbReduceKernelArgs& a) {
   fenceAll();
-  const int k = (int)threadIdx.x / a.maxBlocks, i = (int)threadIdx.x % a.maxBlocks;
-  if (k >= a.nsrc || i % (int)gridDim.x != (int)blockIdx.x) return;
-  if (k != a.me) *flagAt(a.flags[k], GB_FLAG_READ, a.me, i, a.maxBlocks) = a.use;
-  else if (a.done) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
+  for (int i = (int)threadIdx.x; i < a.maxBlocks; i += (int)blockDim.x)
+    if (i % (int)gridDim.x == (int)blockIdx.x) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
 }
 
 template <typename T, typename Op>
@@ -402,7 +405,7 @@ static __device__ inline void exchangeBlock(const gbReduceKernelArgs& a) {
   tellFull(a);
   awaitFull(a);
   reduceRange<T, Op>(a, lo, hi, false);
-  tellRead(a);
+  tellDone(a);
 }
 
 template <typename T, typename Op>
