@@ -5,10 +5,11 @@
 # the host transport (GPUBRIDGE_BRIDGE_SLOTS=off); the same with rank 1 an
 # emulated AMD rank (tests/gpu/emulated_amd); the other collectives at
 # 128 MiB; the all-reduce across simulated hosts (remote slots); with MPS=1
-# the small all-reduce under MPS; with SWEEP=1 chunk sizes and depths. The
-# last line is
-#   bridged_over_pinned_256MiB <x> small_8B_us <y>
-# (x: out-of-place algbw over pinned device-to-host; y: the 8-byte time).
+# 8 B, 1 MiB and 16 MiB all-reduces under MPS (and 8 B and 1 MiB without the
+# exchange); with SWEEP=1 chunk sizes and depths. The last line is
+#   bridged_over_pinned_256MiB <x> small_8B_us <y> mid_16MiB_over_pinned_mps <z>
+# (x: out-of-place algbw over pinned device-to-host; y: the 8-byte time,
+# time-sliced; z: the 16 MiB algbw under MPS over pinned d2h, n/a without MPS=1).
 # Run from the repository root; output also goes to ${OUT:-/tmp}/gpu_bridge.log.
 set -u
 export NCCL_NVLS_ENABLE=0 # never create NVLink multicast objects
@@ -65,8 +66,13 @@ if [ "${MPS:-0}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
   if nvidia-cuda-mps-control -d; then
-    echo "== all_reduce 8 B under MPS, split-test"
-    splittest $RUN $P all_reduce -b 8 -e 8K -f 32 -n 200 -w 20 -c 1 | grep -E "float|rror"
+    echo "== all_reduce under MPS, split-test: 8 B, 1 MiB, 16 MiB (the exchange up to 1 MiB, GPUBRIDGE_EXCHANGE=auto)"
+    splittest $RUN $P all_reduce -b 8 -e 8 -n 200 -w 20 -c 1 | tee "$O/mps8.txt" | grep -E "float|rror"
+    splittest $RUN $P all_reduce -b 1M -e 1M -n 50 -w 5 -c 1 | tee "$O/mps1m.txt" | grep -E "float|rror"
+    splittest $RUN $P all_reduce -b 16M -e 16M -n 20 -w 3 -c 1 | tee "$O/mps16m.txt" | grep -E "float|rror"
+    echo "== the same with GPUBRIDGE_EXCHANGE=off (the slots' copy path), the baseline"
+    GPUBRIDGE_EXCHANGE=off splittest $RUN $P all_reduce -b 8 -e 8 -n 200 -w 20 -c 1 | grep -E "float|rror"
+    GPUBRIDGE_EXCHANGE=off splittest $RUN $P all_reduce -b 1M -e 1M -n 50 -w 5 -c 1 | grep -E "float|rror"
   fi
   echo quit | nvidia-cuda-mps-control
   trap - EXIT
@@ -85,4 +91,9 @@ bw=$(field 268435456 8 <"$O/ar256_auto.txt")
 base=$(field 268435456 8 <"$O/ar256_off.txt")
 us=$(field 8 7 <"$O/ar8_auto.txt")
 echo "baseline (host transport): 256 MiB $base GB/s, 8 B $(field 8 7 <"$O/ar8_off.txt") us"
-echo "bridged_over_pinned_256MiB $(awk -v b="$bw" -v d="$d2h" 'BEGIN {printf "%.3f", b / d}') small_8B_us $us"
+mid="n/a"
+if [ -s "$O/mps16m.txt" ]; then
+  echo "under MPS: 8 B $(field 8 7 <"$O/mps8.txt") us, 1 MiB $(field 1048576 7 <"$O/mps1m.txt") us"
+  mid=$(awk -v b="$(field 16777216 8 <"$O/mps16m.txt")" -v d="$d2h" 'BEGIN {printf "%.3f", b / d}')
+fi
+echo "bridged_over_pinned_256MiB $(awk -v b="$bw" -v d="$d2h" 'BEGIN {printf "%.3f", b / d}') small_8B_us $us mid_16MiB_over_pinned_mps $mid"

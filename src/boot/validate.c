@@ -1,9 +1,11 @@
 #include "boot/validate.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -181,19 +183,36 @@ static int countIslands(const gbProbe_t* sorted, int n, char* desc, size_t len) 
   return nislands;
 }
 
+/* s's hex digits, lower case, from after a "GPU-" or "MIG-" prefix. */
+static void hexDigits(const char* s, char* out, size_t len) {
+  size_t n = 0;
+  if (strncmp(s, "GPU-", 4) == 0 || strncmp(s, "MIG-", 4) == 0) s += 4;
+  for (; *s && n + 1 < len; s++)
+    if (isxdigit((unsigned char)*s)) out[n++] = (char)tolower((unsigned char)*s);
+  out[n] = '\0';
+}
+
+int gbBootSameGpu(const gbProbe_t* a, const gbProbe_t* b) {
+  if (a->runKind != gbRunReal || b->runKind != gbRunReal || a->hostId != b->hostId) return 0;
+  if (a->gpuUuid[0] && b->gpuUuid[0]) {
+    char x[sizeof(a->gpuUuid)], y[sizeof(b->gpuUuid)];
+    hexDigits(a->gpuUuid, x, sizeof(x));
+    hexDigits(b->gpuUuid, y, sizeof(y));
+    return strncmp(a->gpuUuid, b->gpuUuid, 4) == 0 ? strcmp(x, y) == 0 : 0;
+  }
+  return a->gpuPci[0] && strcasecmp(a->gpuPci, b->gpuPci) == 0;
+}
+
 /* Two ranks of one island on one GPU of one host would deadlock or corrupt
  * the vendor library's communicator. Split-test mode is exempt: it exists
  * to run several ranks on few GPUs for testing. */
 static void sharedGpus(problems_t* p, const gbProbe_t* s, int n) {
   for (int a = 0; a < n; a++)
     for (int b = a + 1; b < n; b++) {
-      if (s[a].runKind != gbRunReal || s[a].settings.splitTest || s[a].hostId != s[b].hostId || strcmp(s[a].vendor, s[b].vendor) != 0) continue;
-      int sameUuid = s[a].gpuUuid[0] && strcmp(s[a].gpuUuid, s[b].gpuUuid) == 0;
-      int samePci = !s[a].gpuUuid[0] && s[a].gpuPci[0] && strcmp(s[a].gpuPci, s[b].gpuPci) == 0;
-      if (sameUuid || samePci)
-        add(p, "ranks %d and %d of island %s share GPU %s on %s; give each rank of an island its own GPU "
-               "(LOCAL_RANK, CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, GPUBRIDGE_DEVICE)",
-            a, b, s[a].vendor, sameUuid ? s[a].gpuUuid : s[a].gpuPci, s[a].host);
+      if (s[a].settings.splitTest || strcmp(s[a].vendor, s[b].vendor) != 0 || !gbBootSameGpu(&s[a], &s[b])) continue;
+      add(p, "ranks %d and %d of island %s share GPU %s on %s; give each rank of an island its own GPU "
+             "(LOCAL_RANK, CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, GPUBRIDGE_DEVICE)",
+          a, b, s[a].vendor, s[a].gpuUuid[0] ? s[a].gpuUuid : s[a].gpuPci, s[a].host);
     }
 }
 

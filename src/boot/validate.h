@@ -29,4 +29,9 @@ gbResult_t gbBootValidate(const gbValidateInput_t* in, gbProbe_t* sorted, int so
  * before any field is used. */
 int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen);
 
+/* Whether two real ranks' probes name one GPU of one host: by UUID where
+ * both know it (hex digits compared, so CUDA's and HIP's spellings agree;
+ * MIG slices of one GPU differ), else by PCI bus id. */
+int gbBootSameGpu(const gbProbe_t* a, const gbProbe_t* b);
+
 #endif

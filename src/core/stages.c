@@ -4,9 +4,9 @@
  * same order (world, bridge, my rail), so the collective set-ups never wait
  * on each other. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/result.h"
+#include "boot/validate.h"
 #include "core/comm.h"
 #include "plan/sizes.h"
 
@@ -18,10 +18,8 @@
 static int exchangeAllowed(gbComm_t c, const gbProbe_t* probes) {
   if (c->settings.exchange != 1) return c->settings.exchange == 2;
   for (int a = 0; a < c->nranks; a++)
-    for (int b = a + 1; b < c->nranks && probes[a].gpuUuid[0]; b++)
-      if (probes[a].hostId == probes[b].hostId && strcmp(probes[a].gpuUuid, probes[b].gpuUuid) == 0 &&
-          !(probes[a].gpuMps && probes[b].gpuMps))
-        return 0;
+    for (int b = a + 1; b < c->nranks; b++)
+      if (gbBootSameGpu(&probes[a], &probes[b]) && !(probes[a].gpuMps && probes[b].gpuMps)) return 0;
   return 1;
 }
 

@@ -166,9 +166,40 @@ static void reports(void) {
          "report rank out of range: %s", text);
 }
 
+/* One GPU, as CUDA and HIP name it: by UUID (hex digits, whatever the
+ * dashes and case), else by PCI bus id; MIG slices and other hosts differ. */
+static void sameGpu(void) {
+  gbProbe_t a, b;
+  memset(&a, 0, sizeof a);
+  a.runKind = gbRunReal;
+  a.hostId = 7;
+  b = a;
+  snprintf(a.gpuUuid, sizeof a.gpuUuid, "GPU-0123abcd-4567-89ef-0123-456789abcdef");
+  snprintf(b.gpuUuid, sizeof b.gpuUuid, "GPU-0123ABCD456789ef0123456789abcdef");
+  EXPECT(gbBootSameGpu(&a, &b), "CUDA's and HIP's spellings of one UUID: one GPU");
+  b.gpuUuid[5] = '9';
+  snprintf(a.gpuPci, sizeof a.gpuPci, "0000:00:06.0");
+  snprintf(b.gpuPci, sizeof b.gpuPci, "0000:00:06.0");
+  EXPECT(!gbBootSameGpu(&a, &b), "different UUIDs on one PCI id (MIG): two GPUs");
+  snprintf(b.gpuUuid, sizeof b.gpuUuid, "MIG-0123abcd-4567-89ef-0123-456789abcdef");
+  EXPECT(!gbBootSameGpu(&a, &b), "a MIG slice and its GPU: two");
+  b.gpuUuid[0] = '\0';
+  EXPECT(gbBootSameGpu(&a, &b), "one UUID unknown: the same PCI id is one GPU");
+  snprintf(b.gpuPci, sizeof b.gpuPci, "0000:00:07.0");
+  EXPECT(!gbBootSameGpu(&a, &b), "one UUID unknown, other PCI id: two GPUs");
+  b = a;
+  b.hostId = 8;
+  EXPECT(!gbBootSameGpu(&a, &b), "another host: another GPU");
+  b = a;
+  b.runKind = gbRunSimulated;
+  EXPECT(!gbBootSameGpu(&a, &b), "a simulated rank has no GPU");
+}
+
 int main(void) {
   gbProbe_t p[8];
   char text[4096];
+
+  sameGpu();
 
   job(p, 4, two);
   EXPECT(check(p, 4, 0, text) == gbSuccess && text[0] == '\0', "a consistent job is accepted: %s", text);
