@@ -234,6 +234,20 @@ GB_API gbResult_t gbCommCount(const gbComm_t comm, int* count);
 GB_API gbResult_t gbCommUserRank(const gbComm_t comm, int* rank);
 GB_API gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology);
 
+/* The memory comm holds on this rank for staging (docs/ARCHITECTURE.md, "Memory per rank"): pinned host memory of
+ * its own (private slots, send/recv buffers, slots across hosts, flags), the shared staging segments it maps and
+ * registers with its device (one physical copy per host, shared by the host group's members), and device memory
+ * (the shared slots' scratch). Each path allocates when it first runs. Any thread. */
+typedef struct {
+  uint32_t size, version; /* sizeof, 1 */
+  uint64_t pinnedBytes, segmentBytes, deviceBytes;
+} gbCommMemory_t;
+GB_API gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory);
+/* For planning (gpubridge-info): what a rank of a job of `ranks` ranks on one host (2 to 8) in two islands would hold
+ * under the current GPUBRIDGE_* settings, on a GPU (gpu 1) or simulated: segmentBytes, the shared segments it maps;
+ * deviceBytes, the most device scratch they make; pinnedBytes, the private slots a call that takes them makes. */
+GB_API gbResult_t gbGetMemoryEstimate(int ranks, int gpu, gbCommMemory_t* memory);
+
 /* ------------------------------------------------------------ collectives
  * Each call checks its arguments on the calling thread and returns an error
  * before anything is enqueued; then it enqueues the work on `stream` and

@@ -5,7 +5,7 @@ vendors, from Python.
 - With torch installed, `import gpubridge` registers the torch.distributed
   backend "gpubridge" and offers the direct API (init, all_reduce, ...) and
   a DDP communication hook, and the flight recorder: observe, in_flight,
-  counters, dump_trace (python -m gpubridge.plot draws gpubridge-perf
+  counters, dump_trace, and the staging memory held (memory) (python -m gpubridge.plot draws gpubridge-perf
   --phases output). See docs/PYTHON.md.
 - The wheel also carries the C header (include_dir()), the drop-in NCCL ABI
   (drop_in_path()) and the tools gpubridge-run, gpubridge-perf and
@@ -54,12 +54,12 @@ if _HAVE_TORCH:
                       all_to_all_single, barrier, split)
     from .backend import BACKEND_NAME, ProcessGroupGpubridge, register as _register  # noqa: F401
     from .hooks import HookState, ddp_comm_hook  # noqa: F401
-    from ._observe import Observer, counters, dump_trace, in_flight, observe  # noqa: F401
+    from ._observe import Observer, counters, dump_trace, in_flight, memory, observe  # noqa: F401
 
     __all__ += ["Communicator", "Unsupported", "premul_sum", "Work", "init", "destroy", "is_initialized",
                 "get_unique_id", "get_topology", "all_reduce", "reduce", "broadcast", "all_gather_into_tensor",
                 "reduce_scatter_tensor", "all_to_all_single", "barrier", "split", "BACKEND_NAME",
                 "ProcessGroupGpubridge", "HookState", "ddp_comm_hook", "Observer", "observe", "in_flight",
-                "counters", "dump_trace"]
+                "counters", "dump_trace", "memory"]
     _register()
     atexit.register(_destroy_all)

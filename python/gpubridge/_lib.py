@@ -117,6 +117,13 @@ class CommCounters(ctypes.Structure):
                 ("busy_ns", ctypes.c_uint64 * len(HOST_GROUPS)), ("latency_ns", ctypes.c_uint64)]
 
 
+class CommMemory(ctypes.Structure):
+    """gbCommMemory_t: the staging memory a communicator holds on this rank."""
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32), ("pinned_bytes", ctypes.c_uint64),
+                ("segment_bytes", ctypes.c_uint64), ("device_bytes", ctypes.c_uint64)]
+
+
+assert ctypes.sizeof(CommMemory) == 32, "gbCommMemory_t is 32 bytes, CommMemory %d" % ctypes.sizeof(CommMemory)
 assert ctypes.sizeof(CollRecord) == 168, "gbCollRecord_t is 168 bytes, CollRecord %d" % ctypes.sizeof(CollRecord)
 assert ctypes.sizeof(CommCounters) == 168, "gbCommCounters_t is 168 bytes, CommCounters %d" % (
     ctypes.sizeof(CommCounters))
@@ -170,6 +177,8 @@ _SIGNATURES = {
     "gbCommGetRecords": [_P, ctypes.POINTER(CollRecord), _I, ctypes.POINTER(_I)],
     "gbCollRecordPhase": [ctypes.POINTER(CollRecord)],
     "gbCommGetCounters": [_P, ctypes.POINTER(CommCounters)],
+    "gbCommGetMemory": [_P, ctypes.POINTER(CommMemory)],
+    "gbGetMemoryEstimate": [_I, _I, ctypes.POINTER(CommMemory)],
     "gbCommDumpTrace": [_P, ctypes.c_char_p, ctypes.c_char_p, _Z],
     "gbGetParamCount": [ctypes.POINTER(_I)],
     "gbGetParamInfo": [_I, ctypes.POINTER(ParamInfo)],
@@ -586,6 +595,19 @@ def comm_get_counters(comm):
     c.size, c.version = ctypes.sizeof(CommCounters), 1
     _check(_fn("gbCommGetCounters")(comm, ctypes.byref(c)), comm)
     return c
+
+
+def comm_get_memory(comm):
+    m = CommMemory()
+    _check(_fn("gbCommGetMemory")(comm, ctypes.byref(m)), comm)
+    return m
+
+
+def get_memory_estimate(ranks, gpu):
+    """What a rank of `ranks` on one host in two islands would hold under the current settings (CommMemory)."""
+    m = CommMemory()
+    _check(_fn("gbGetMemoryEstimate")(ranks, 1 if gpu else 0, ctypes.byref(m)))
+    return m
 
 
 def comm_dump_trace(comm, dir=None):

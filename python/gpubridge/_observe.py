@@ -238,6 +238,13 @@ def counters(group=None):
     }
 
 
+def memory(group=None):
+    """The staging memory the communicator holds on this rank, in bytes: pinned host memory of its own, the
+    shared segments it maps (one physical copy per host) and device memory."""
+    m = _lib.comm_get_memory(_communicator(group, "memory").handle)
+    return {"pinned": m.pinned_bytes, "segments": m.segment_bytes, "device": m.device_bytes}
+
+
 def dump_trace(group=None, dir=None):
     """Writes the communicator's flight recorder (gpubridge-trace/1) into dir (None: GPUBRIDGE_TRACE_DIR);
     returns the file's path."""

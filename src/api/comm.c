@@ -1,4 +1,5 @@
 /* Exported: communicator queries, errors, finalize, destroy, abort. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -62,6 +63,18 @@ gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
   *rank = comm->rank;
+  return gbSuccess;
+}
+
+gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
+  if (!gbCommIsValid(comm)) return notLive("gbCommGetMemory", comm);
+  if (!memory) return gbErrorSet(gbInvalidArgument, "gbCommGetMemory: memory is NULL");
+  if (gbCommInitState(comm) != GB_INIT_DONE)
+    return gbErrorSet(gbInvalidUsage, "gbCommGetMemory: comm is not initialized");
+  *memory = (gbCommMemory_t){.size = sizeof(*memory), .version = 1,
+                             .pinnedBytes = atomic_load(&comm->memory.pinned),
+                             .segmentBytes = atomic_load(&comm->memory.segment),
+                             .deviceBytes = atomic_load(&comm->memory.device)};
   return gbSuccess;
 }
 

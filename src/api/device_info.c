@@ -1,5 +1,7 @@
-/* Exported: which device this process uses (gpubridge-info's summary). */
+/* Exported: which device this process uses, and the staging memory a rank
+ * would hold (gpubridge-info's summary). */
 #include "base/result.h"
+#include "core/comm.h"
 #include "device/device.h"
 
 gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info) {
@@ -10,4 +12,9 @@ gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info) {
   info->vendor = ops->vendor ? ops->vendor : "";
   info->runKind = ops->runKind;
   return gbSuccess;
+}
+
+gbResult_t gbGetMemoryEstimate(int ranks, int gpu, gbCommMemory_t* memory) {
+  if (!memory) return gbErrorSet(gbInvalidArgument, "gbGetMemoryEstimate: memory is NULL");
+  return gbCommMemoryEstimate(ranks, gpu != 0, memory);
 }

@@ -88,6 +88,7 @@ struct gbComm {
   gbCommCell_t* _Atomic cellsReleased; /* reusable, handed back by the proxy (atomic push; the caller takes them all) */
   gbStageCtx_t stageCtx;    /* what every stage of this comm is given */
   gbStagePool_t* pool;      /* the private stages' slots */
+  gbStageMemory_t memory;   /* what the stages hold (gbCommGetMemory) */
   gbStage_t* p2p[2];        /* send/recv's host part: [0] bulk, [1] the world's channels (NULL: none) */
   gbFlag_t* checked;        /* proxy -> streams: the first `value` call checks passed */
   uint64_t checksPosted;
@@ -237,6 +238,11 @@ static inline size_t gbCommGroupExchangeBytes(const gbCommGroup_t* g) {
 /* The stages (core/stages.c): set up (collective over each group, during
  * init, once the proxy runs), told this rank failed, freed at teardown. */
 gbResult_t gbCommStagesSetup(gbComm_t comm, const gbProbe_t* probes);
+/* What a rank of `ranks` on one host in two islands would hold for staging
+ * under the current settings, on a GPU or simulated (gbGetMemoryEstimate):
+ * segmentBytes the segments it maps, deviceBytes the most scratch they make,
+ * pinnedBytes the private slots a call that takes them makes. */
+gbResult_t gbCommMemoryEstimate(int ranks, int gpu, gbCommMemory_t* out);
 void gbCommStagesFail(gbComm_t comm);
 void gbCommStagesFree(gbComm_t comm);
 

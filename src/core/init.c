@@ -251,7 +251,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   c->settings = probe.settings;
   /* A GPU's write wakes nobody: the bridge's hand-overs on a GPU poll. */
   c->stageCtx = (gbStageCtx_t){.dev = c->dev, .timeoutSec = c->settings.timeoutSec, .abortFlag = &c->abortFlag,
-                               .pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS};
+                               .pollNs = c->dev->hostMemory ? 0 : GB_OS_SLEEP_POLL_NS, .memory = &c->memory};
   if (c->settings.splitTest) {
     char mode[64];
     snprintf(mode, sizeof(mode), "split-test %s %s", c->dev->runKind == gbRunReal ? "real" : "simulated",

@@ -8,6 +8,7 @@
 #include "base/result.h"
 #include "boot/validate.h"
 #include "core/comm.h"
+#include "core/settings.h"
 #include "plan/sizes.h"
 
 /* Whether members' streams may run exchanges (GPUBRIDGE_EXCHANGE,
@@ -21,6 +22,35 @@ static int exchangeAllowed(gbComm_t c, const gbProbe_t* probes) {
     for (int b = a + 1; b < c->nranks; b++)
       if (gbBootSameGpu(&probes[a], &probes[b]) && !(probes[a].gpuMps && probes[b].gpuMps)) return 0;
   return 1;
+}
+
+/* The sizes of a host group's slots (the world's also hold the channels). */
+static gbStageSlotsSpec_t specOf(const gbSettings_t* s, int world, int exchange) {
+  return (gbStageSlotsSpec_t){.nslots = gbPlanSharedSlots(s->stagingSlots), .slotBytes = (size_t)s->chunkBytes,
+                              .channels = world, .channelBudget = GB_PLAN_CHANNEL_BUDGET_BYTES,
+                              .enabled = s->bridgeSlots != 0, .exchangeBytes = exchange ? GB_PLAN_EXCHANGE_BYTES : 0};
+}
+
+gbResult_t gbCommMemoryEstimate(int ranks, int gpu, gbCommMemory_t* out) {
+  if (ranks < 2 || ranks > GB_REDUCE_MAX_SRCS || !out)
+    return gbErrorSet(gbInvalidArgument, "memory estimate for %d ranks on a host (2 to %d)", ranks, GB_REDUCE_MAX_SRCS);
+  gbSettings_t s;
+  int blocking;
+  gbThresholds_t thresholds;
+  char problems[512];
+  gbCommSettingsResolve(NULL, gpu, &s, &blocking, &thresholds, problems, sizeof(problems));
+  if (problems[0]) return gbErrorSet(gbInvalidUsage, "memory estimate: %s", problems);
+  *out = (gbCommMemory_t){.size = sizeof(*out), .version = 1,
+                          .pinnedBytes = (uint64_t)s.stagingSlots * (uint64_t)s.chunkBytes};
+  if (s.bridgeSlots == 0) return gbSuccess;
+  /* The world's segment, and one of two members (the bridge, or my rail)
+   * unless the world has just two. Each may make device scratch of its
+   * slots' size on a GPU (slots_impl.h); a private stage takes its slots. */
+  int exchange = s.exchange != 0;
+  gbStageSlotsSpec_t world = specOf(&s, 1, exchange), pair = specOf(&s, 0, exchange);
+  out->segmentBytes = gbStageSlotsLayoutBytes(&world, ranks) + (ranks > 2 ? gbStageSlotsLayoutBytes(&pair, 2) : 0);
+  if (gpu) out->deviceBytes = (uint64_t)world.nslots * world.slotBytes * ((uint64_t)ranks + (ranks > 2 ? 2 : 0));
+  return gbSuccess;
 }
 
 /* g's slots: the ones of `same` when it has g's members in g's order (two
@@ -42,11 +72,10 @@ static gbResult_t slotsSetup(gbComm_t c, gbCommGroup_t* g, const gbProbe_t* prob
       pids[k] = probes[g->ranks[k]].pid;
       hosts[k] = probes[g->ranks[k]].hostId;
     }
-    gbStageSlotsSpec_t spec = {.group = &g->algo, .pids = pids, .hostIds = hosts,
-                               .nslots = gbPlanSharedSlots(c->settings.stagingSlots),
-                               .slotBytes = (size_t)c->settings.chunkBytes, .channels = g == &c->world,
-                               .channelBudget = GB_PLAN_CHANNEL_BUDGET_BYTES, .enabled = c->settings.bridgeSlots != 0,
-                               .exchangeBytes = exchangeAllowed(c, probes) ? GB_PLAN_EXCHANGE_BYTES : 0};
+    gbStageSlotsSpec_t spec = specOf(&c->settings, g == &c->world, exchangeAllowed(c, probes));
+    spec.group = &g->algo;
+    spec.pids = pids;
+    spec.hostIds = hosts;
     gbResult_t res = gbStageSlotsSetup(&c->stageCtx, &spec, &slots);
     free(pids);
     free(hosts);

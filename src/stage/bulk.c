@@ -44,6 +44,7 @@ static gbResult_t bufferFor(bulk_t* b, size_t bytes, buffer_t** out) {
     return res;
   }
   gbStageFlagsInit(&b->base.ctx, nb->flags, 3);
+  gbStageMemoryAdd(&b->base.ctx, GB_STAGE_MEM_PINNED, (int64_t)(want + 3 * sizeof(gbFlag_t)));
   nb->bytes = want;
   nb->older = b->now;
   b->now = nb;
@@ -112,6 +113,7 @@ static void bulkDestroy(gbStage_t* st) {
     buffer_t* older = b->now->older;
     st->ctx.dev->hostFree(b->now->base);
     st->ctx.dev->hostFree(b->now->flags);
+    gbStageMemoryAdd(&st->ctx, GB_STAGE_MEM_PINNED, -(int64_t)(b->now->bytes + 3 * sizeof(gbFlag_t)));
     free(b->now);
     b->now = older;
   }

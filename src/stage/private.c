@@ -38,16 +38,32 @@ gbResult_t gbStagePoolCreate(const gbStageCtx_t* ctx, int nslots, size_t slotByt
   *out = p;
   p->uses = calloc((size_t)nslots, sizeof(uint64_t));
   if (!p->uses) return gbErrorSet(gbSystemError, "out of memory for staging");
-  GB_CHECK(ctx->dev->hostAlloc(&p->base, slotBytes * (size_t)nslots));
   GB_CHECK(ctx->dev->hostAlloc((void**)&p->flags, sizeof(gbFlag_t) * 3 * (size_t)nslots));
   gbStageFlagsInit(ctx, p->flags, 3 * (size_t)nslots);
+  gbStageMemoryAdd(ctx, GB_STAGE_MEM_PINNED, (int64_t)(sizeof(gbFlag_t) * 3 * (size_t)nslots));
+  return gbSuccess;
+}
+
+/* The slots themselves come with the first chunk that takes one: a job whose
+ * groups all share slots never stages privately and never holds them. */
+static gbResult_t poolMemory(gbStagePool_t* p) {
+  if (p->base) return gbSuccess;
+  size_t bytes = p->slotBytes * (size_t)p->nslots;
+  GB_CHECK(p->ctx.dev->hostAlloc(&p->base, bytes));
+  gbStageMemoryAdd(&p->ctx, GB_STAGE_MEM_PINNED, (int64_t)bytes);
   return gbSuccess;
 }
 
 void gbStagePoolDestroy(gbStagePool_t* p) {
   if (!p) return;
-  if (p->base) p->ctx.dev->hostFree(p->base);
-  if (p->flags) p->ctx.dev->hostFree(p->flags);
+  if (p->base) {
+    p->ctx.dev->hostFree(p->base);
+    gbStageMemoryAdd(&p->ctx, GB_STAGE_MEM_PINNED, -(int64_t)(p->slotBytes * (size_t)p->nslots));
+  }
+  if (p->flags) {
+    p->ctx.dev->hostFree(p->flags);
+    gbStageMemoryAdd(&p->ctx, GB_STAGE_MEM_PINNED, -(int64_t)(sizeof(gbFlag_t) * 3 * (size_t)p->nslots));
+  }
   free(p->uses);
   free(p);
 }
@@ -138,6 +154,7 @@ static gbResult_t privateOut(gbStage_t* st, const gbStageWork_t* w, void* stream
                              gbStageSlot_t* s) {
   gbStagePool_t* p = ((private_t*)st)->pool;
   gbAlgoGroup_t* g = st->group;
+  GB_CHECK(poolMemory(p));
   s->slot = p->next++ % (size_t)p->nslots;
   s->use = ++p->uses[s->slot];
   s->buf = (char*)p->base + s->slot * p->slotBytes;

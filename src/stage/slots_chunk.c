@@ -112,7 +112,17 @@ static gbResult_t remoteOut(gbStage_t* st, const gbStageWork_t* w, void* stream,
 static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s, size_t offset, size_t bytes,
                          void* stream, gbResult_t* res) {
   const gbDeviceOps* dev = sh->ctx.dev;
-  if (!sh->scratch || !gbPlanOnSideStreams(bytes)) return gbSharedDeviceAt(sh, member, s->slot) + offset;
+  if (dev->hostMemory || !gbPlanOnSideStreams(bytes)) return gbSharedDeviceAt(sh, member, s->slot) + offset;
+  if (!sh->scratch) {
+    gbResult_t r = dev->memAlloc((void**)&sh->scratch, gbSharedScratchBytes(sh));
+    if (r != gbSuccess) {
+      *res = gbErrorSet(r, "%s: no device memory for the shared slots' scratch (%zu MiB, made at the first chunk "
+                        "of %zu KiB or more): %s", sh->name, gbSharedScratchBytes(sh) >> 20,
+                        GB_PLAN_SIDE_STREAM_BYTES >> 10, gbErrorLast());
+      return NULL;
+    }
+    gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_DEVICE, (int64_t)gbSharedScratchBytes(sh));
+  }
   char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
   /* For this use's first part the fetch stream waits until every member
    * staged it and this member reduced the scratch's last use. */

@@ -108,9 +108,11 @@ typedef struct gbSharedSlots {
   void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
   uint64_t fetches[GB_STAGE_SLOTS_MAX];   /* caller thread: parts fetched into each slot's scratch so far */
   uint64_t fetchUse[GB_STAGE_SLOTS_MAX];  /* and the slot use they were last for */
-  char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction;
-                          NULL where device memory is host memory. One per slot: a slot's uses are ordered (the
-                          freed flag), also between calls on different streams, so its scratch is too. */
+  char* scratch;       /* device memory ([nslots][n][slotBytes]) the others' parts are copied to before a reduction,
+                          made at the first part that needs it (gbSharedScratchBytes); never where device memory
+                          is host memory. One per slot: a slot's uses are ordered (the freed flag), also between
+                          calls on different streams, so its scratch is too. */
+  int64_t counted;     /* bytes of the layout in the communicator's memory count (0: not counted) */
   int views;           /* stages (host groups, the channels) that use it */
   /* Send/recv channels (the world's segment only; p2pDepth 0: none): one per
    * ordered pair of members, p2pDepth slots of p2pBytes each. Caller thread:
@@ -143,6 +145,13 @@ void gbSlotsViewDestroy(gbStage_t* st);
 void gbSlotsFail(gbStage_t* st, const gbNetCause_t* cause);
 
 gbSharedCtl_t* gbSharedCtl(const gbSharedSlots_t* sh, int member);
+/* The local flags sh keeps, and its scratch's bytes. */
+static inline size_t gbSharedFlagCount(const gbSharedSlots_t* sh) {
+  return NFLAGS * (size_t)sh->nslots + NP2PFLAGS * (size_t)sh->n * (size_t)sh->p2pDepth;
+}
+static inline size_t gbSharedScratchBytes(const gbSharedSlots_t* sh) {
+  return (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes;
+}
 /* b rounded up to whole pages; the bytes of sh's layout (its fields set). */
 size_t gbSharedRoundPage(size_t b);
 size_t gbSharedLayoutBytes(const gbSharedSlots_t* sh);

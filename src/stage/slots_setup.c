@@ -53,7 +53,14 @@ static void unmap(gbSharedSlots_t* sh, int registered) {
   if (sh->copyStream) dev->streamDestroy(sh->copyStream); /* drains it first: its tasks use the flags */
   if (sh->fetchStream) dev->streamDestroy(sh->fetchStream);
   if (sh->flags) dev->hostFree(sh->flags);
-  if (sh->scratch) dev->memFree(sh->scratch);
+  if (sh->scratch) {
+    dev->memFree(sh->scratch);
+    gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_DEVICE, -(int64_t)gbSharedScratchBytes(sh));
+  }
+  if (sh->counted) {
+    gbStageMemoryAdd(&sh->ctx, sh->remote ? GB_STAGE_MEM_PINNED : GB_STAGE_MEM_SEGMENT, -sh->counted);
+    gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_PINNED, -(int64_t)(gbSharedFlagCount(sh) * sizeof(gbFlag_t)));
+  }
   if (registered) dev->hostUnregister(sh->base);
   /* The shared segment's mapping, or remote memory (mapped the same way). */
   if (sh->base) munmap(sh->base, sh->bytes);
@@ -105,6 +112,23 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   return 1;
 }
 
+/* The sizes of a shared layout, as set-up fills them. */
+static void sizeLayout(const gbStageSlotsSpec_t* spec, int n, int exchange, gbSharedSlots_t* sh) {
+  sh->n = n;
+  sh->nslots = spec->nslots;
+  sh->slotBytes = gbSharedRoundPage(spec->slotBytes);
+  if (spec->channels) sizeChannels(spec, sh);
+  if (exchange) sh->exchangeBytes = gbSharedRoundPage(spec->exchangeBytes);
+  sh->bytes = gbSharedLayoutBytes(sh);
+}
+
+size_t gbStageSlotsLayoutBytes(const gbStageSlotsSpec_t* spec, int n) {
+  gbSharedSlots_t sh;
+  memset(&sh, 0, sizeof(sh));
+  sizeLayout(spec, n, 1, &sh);
+  return sh.bytes;
+}
+
 gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* spec, gbStage_t** out) {
   *out = NULL;
   gbAlgoGroup_t* g = spec->group;
@@ -119,23 +143,20 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
   sh->me = g->me;
   sh->ranks = g->ranks;
   sh->name = g->name;
-  sh->nslots = spec->nslots;
-  sh->slotBytes = gbSharedRoundPage(spec->slotBytes);
-  if (spec->channels && !sh->remote) sizeChannels(spec, sh);
-  if (!sh->remote && dev->exchangeAsync) sh->exchangeBytes = gbSharedRoundPage(spec->exchangeBytes);
-  sh->bytes = gbSharedLayoutBytes(sh);
+  gbStageSlotsSpec_t sized = *spec;
+  sized.channels = spec->channels && !sh->remote;
+  sizeLayout(&sized, g->n, !sh->remote && dev->exchangeAsync, sh);
   /* What this member lacks (memory) it says with ok = 0 below, so every
    * member falls back together instead of the others waiting for it. */
-  size_t nflags = NFLAGS * (size_t)sh->nslots + NP2PFLAGS * (size_t)sh->n * (size_t)sh->p2pDepth;
+  size_t nflags = gbSharedFlagCount(sh);
   int local = dev->hostAlloc((void**)&sh->flags, nflags * sizeof(gbFlag_t)) == gbSuccess;
   if (local) gbStageFlagsInit(ctx, sh->flags, nflags);
   if (local) local = dev->streamCreate(&sh->copyStream) == gbSuccess;
   /* A GPU reduces from device memory: a copy engine brings each other
    * member's part over (measured faster than a kernel reading mapped host
-   * memory, docs/PERFORMANCE.md). */
-  if (local && !dev->hostMemory)
-    local = dev->memAlloc((void**)&sh->scratch, (size_t)sh->nslots * (size_t)sh->n * sh->slotBytes) == gbSuccess &&
-            dev->streamCreate(&sh->fetchStream) == gbSuccess;
+   * memory, docs/PERFORMANCE.md), into scratch made at the first such
+   * part (slots_chunk.c). */
+  if (local && !dev->hostMemory) local = dev->streamCreate(&sh->fetchStream) == gbSuccess;
   if (!local) GB_INFO(GB_LOG_NET, "%s: no memory for shared staging slots: %s", g->name, gbErrorLast());
   for (int k = 0; k < sh->n; k++) sh->pid[k] = spec->pids[k];
   offer_t o;
@@ -181,7 +202,13 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
     GB_INFO(GB_LOG_NET, "%s: %d members on this host share %d staging slots of %zu KiB each%s", g->name, sh->n,
             sh->nslots, sh->slotBytes >> 10, channels);
   res = gbSlotsViewCreate(sh, sh->remote ? &gbStageRemoteOps : &gbStageSharedOps, g, out);
-  if (res != gbSuccess) unmap(sh, 1);
+  if (res != gbSuccess) {
+    unmap(sh, 1);
+    return res;
+  }
+  sh->counted = (int64_t)sh->bytes;
+  gbStageMemoryAdd(ctx, sh->remote ? GB_STAGE_MEM_PINNED : GB_STAGE_MEM_SEGMENT, sh->counted);
+  gbStageMemoryAdd(ctx, GB_STAGE_MEM_PINNED, (int64_t)(nflags * sizeof(gbFlag_t)));
   return res;
 }
 

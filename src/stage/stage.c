@@ -15,6 +15,14 @@ void gbStageFlagsInit(const gbStageCtx_t* ctx, gbFlag_t* flags, size_t n) {
   }
 }
 
+void gbStageMemoryAdd(const gbStageCtx_t* ctx, int kind, int64_t bytes) {
+  if (!ctx->memory) return;
+  _Atomic uint64_t* c = kind == GB_STAGE_MEM_PINNED    ? &ctx->memory->pinned
+                        : kind == GB_STAGE_MEM_SEGMENT ? &ctx->memory->segment
+                                                       : &ctx->memory->device;
+  atomic_fetch_add_explicit(c, (uint64_t)bytes, memory_order_relaxed);
+}
+
 gbResult_t gbStagePost(const gbStageCtx_t* ctx, const gbProxyOp_t* tag, gbResult_t (*fn)(void*), void* arg,
                        void (*freeArg)(void*), gbFlag_t* ready, uint64_t readyValue, gbFlag_t* done,
                        uint64_t doneValue) {

@@ -39,6 +39,14 @@
 #include "plan/plan.h"
 #include "proxy/proxy.h"
 
+/* The memory a communicator's stages hold (gbCommGetMemory): pinned host
+ * memory of this rank's own, shared segments it maps and registers, device
+ * memory. Each stage allocates as its path first runs and counts here. */
+typedef struct {
+  _Atomic uint64_t pinned, segment, device;
+} gbStageMemory_t;
+enum { GB_STAGE_MEM_PINNED, GB_STAGE_MEM_SEGMENT, GB_STAGE_MEM_DEVICE };
+
 /* What every backend works with. */
 typedef struct {
   const gbDeviceOps* dev;
@@ -47,7 +55,11 @@ typedef struct {
   const atomic_int* abortFlag;   /* the communicator's */
   int64_t pollNs;                /* a host wait's longest sleep between looks (0: by the wait): a GPU's write wakes
                                     nobody */
+  gbStageMemory_t* memory;       /* the communicator's count (NULL: none kept) */
 } gbStageCtx_t;
+
+/* Counts bytes (negative: freed) of a kind of memory in ctx's count. */
+void gbStageMemoryAdd(const gbStageCtx_t* ctx, int kind, int64_t bytes);
 
 /* Zeroes n flags and gives them the context's deadline and poll cap, so a
  * stream's wait for one is bounded by the collective's deadline. */
@@ -166,6 +178,9 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
  * members in their order (every member takes them in the one order of its
  * calls); *out NULL when it has not. */
 gbResult_t gbStageSlotsShare(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out);
+/* The bytes of the segment gbStageSlotsSetup would make for a group of n
+ * members on one host with spec's sizes (its group unused). */
+size_t gbStageSlotsLayoutBytes(const gbStageSlotsSpec_t* spec, int n);
 /* The exchange over shared slots for host group g (slots' own group or one
  * that shares them; *out NULL: they have no exchange buffers). */
 gbResult_t gbStageExchange(gbStage_t* slots, gbAlgoGroup_t* g, gbStage_t** out);

@@ -13,6 +13,8 @@ that its collectives are numbered from 1:
   and in in_flight(); once the peer called and the work finished, nothing is;
 - counters(): enqueued and completed N+1, all of them all-reduces, the bridge
   bytes the sum of the records';
+- memory(): the shared segment gbGetMemoryEstimate gives for 2 ranks, no
+  device memory (simulated), and only flags of its own (under 256 KiB);
 - dump_trace(): a gpubridge-trace/1 file of this rank with its records;
 - remove(): a removed observer gets nothing more while a second one gets the
   later records; destroy() removes what is left.
@@ -24,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gbtest  # noqa: E402
 
 NEEDS = ("gbAllReduce", "gbCommSetObserver", "gbCommGetInFlight", "gbCommGetRecords", "gbCollRecordPhase",
-         "gbCommGetCounters", "gbCommDumpTrace")
+         "gbCommGetCounters", "gbCommDumpTrace", "gbCommGetMemory")
 N = 12
 COUNT = 1000
 DEADLINE = 30.0
@@ -140,6 +142,10 @@ def worker():
     check(k["by_coll"]["all_reduce"] == N + 1 and sum(k["by_coll"].values()) == N + 1, "by_coll %s" % k["by_coll"])
     check(k["bytes"]["bridge"] == sum(r["bytes"]["bridge"] for r in seen.records) == (N + 1) * COUNT * 4,
           "bridge bytes %s" % k["bytes"])
+
+    mem, est = gpubridge.memory(comm), gpubridge._lib.get_memory_estimate(2, False)
+    check(mem["segments"] == est.segment_bytes > 0 and mem["device"] == 0 and mem["pinned"] < 256 << 10,
+          "memory %s, estimate for 2 ranks %d" % (mem, est.segment_bytes))
 
     with tempfile.TemporaryDirectory(prefix="gbobserve-") as tmp:
         path = gpubridge.dump_trace(comm, tmp)

@@ -60,6 +60,23 @@ static int printParamErrors(void) {
   return 1;
 }
 
+/* The staging memory a rank would hold under the current settings
+ * (gbGetMemoryEstimate), for jobs of 2, 4 and 8 ranks on a host. */
+static void printMemory(int gpu) {
+  printf("memory    per rank, current settings, %s, ranks on one host in two islands (MiB):\n",
+         gpu ? "on this GPU" : "simulated");
+  for (int n = 2; n <= 8; n *= 2) {
+    gbCommMemory_t m;
+    if (gbGetMemoryEstimate(n, gpu, &m) != gbSuccess) {
+      printf("          unavailable: %s\n", gbGetLastError(NULL));
+      return;
+    }
+    printf("          %d ranks: shared segments %llu, device scratch up to %llu, private slots %llu if a call takes "
+           "them\n", n, (unsigned long long)(m.segmentBytes >> 20), (unsigned long long)(m.deviceBytes >> 20),
+           (unsigned long long)(m.pinnedBytes >> 20));
+  }
+}
+
 static int printSummary(void) {
   int status = 0, code = 0;
   printf("gpubridge %s (header)\n", GB_VERSION_STRING);
@@ -79,6 +96,7 @@ static int printSummary(void) {
     status = 1;
   }
   if (printParamErrors() != 0) status = 1;
+  printMemory(gbGetDeviceInfo(&dev) == gbSuccess && dev.runKind == gbRunReal);
   return status;
 }
 
