@@ -74,7 +74,7 @@ struct gbReduceKernelArgs {
   gbU32 nanRule;    /* GB_NAN_* */
   /* Exchange mode (flags[me] != 0): */
   int me;
-  int maxBlocks;    /* flags per member and kind */
+  int maxBlocks;    /* flags per member */
   gbU64 use;
   void* mine;       /* my part (host memory) */
   char* flags[GB_REDUCE_MAX_SRCS]; /* member m's flags: full[k][b] */
