@@ -68,9 +68,11 @@ typedef struct {
  * != me) into red.dst as reduceAsync does; set done[i] = use for each index
  * i < maxBlocks with i % blocks == b. Member m's flags (flags[m]; flagsDev[m]
  * their device address): full[k][b] at index k * maxBlocks + b; done:
- * maxBlocks flags of mine. ready is set to use when the exchange starts. A
- * host waiter's flag error (a member failed: its flags were released) fails
- * the stream; a GPU sees only the released value and goes on. */
+ * maxBlocks flags of mine. ready is set to use when the exchange starts.
+ * Every wait also ends once *stop is set (my flags were released after a
+ * failure: a member's late write may lower a released flag again): a host
+ * wait then fails the stream; a GPU goes on, and the error reaches the user
+ * through the communicator. */
 typedef struct {
   gbReduceArgs_t red;
   int me;
@@ -83,6 +85,8 @@ typedef struct {
   void* readyDev;
   gbFlag_t* done;
   void* doneDev;
+  const atomic_int* stop;                   /* set (never cleared) when my flags were released: every wait ends */
+  void* stopDev;
 } gbExchangeArgs_t;
 
 /* Member `member`'s full flag of `block` in one member's flags. */

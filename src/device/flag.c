@@ -96,11 +96,12 @@ static int check(gbFlag_t* flag, uint64_t target, const atomic_int* abortFlag, g
     *res = (gbResult_t)e;
     return 1;
   }
-  if (e != 0) return 0;
-  if (v >= target) {
+  if (e == 0 && v >= target) {
     *res = gbSuccess;
     return 1;
   }
+  /* An abort ends the wait also while an error's value is due: a writer
+   * that does not look may have lowered a released flag again. */
   if (abortFlag && atomic_load_explicit(abortFlag, memory_order_acquire)) {
     *res = gbErrorSet(gbRemoteError,
                       "aborted while waiting for a flag to reach %llu (it holds %llu): "

@@ -76,9 +76,11 @@ static gbResult_t exchangeIn(gbStage_t* st, const gbStageWork_t* w, void* stream
                                 .divisor = w->divisor, .ring = gbAlgoFoldsRing(st->group, bytes)},
                         .me = sh->me, .blocks = gbPlanExchangeBlocks(bytes), .maxBlocks = GB_STAGE_EXCHANGE_BLOCKS,
                         .use = s->use, .mine = sh->devBase + gbSharedExchangeOffset(sh, sh->me, s->use),
-                        .ready = readyOf(sh, s->use), .done = gbSharedCtl(sh, sh->me)->exchangeDone};
+                        .ready = readyOf(sh, s->use), .done = gbSharedCtl(sh, sh->me)->exchangeDone,
+                        .stop = &gbSharedCtl(sh, sh->me)->exchangeStop};
   x.readyDev = devOf(sh, x.ready);
   x.doneDev = devOf(sh, x.done);
+  x.stopDev = devOf(sh, x.stop);
   for (int m = 0; m < sh->n; m++) {
     x.red.src[m] = m == sh->me ? w->src : sh->devBase + gbSharedExchangeOffset(sh, m, s->use);
     x.flags[m] = flagsOf(sh, m);

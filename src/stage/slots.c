@@ -211,6 +211,9 @@ void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error) {
     for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) gbFlagSetHost(&mine->exchange[k][b], RELEASED, (int)error);
   }
   for (int b = 0; b < GB_STAGE_EXCHANGE_BLOCKS; b++) gbFlagSetHost(&mine->exchangeDone[b], RELEASED, (int)error);
+  /* Members write my flags without looking: one's late write may lower a
+   * released flag again. The stop word only this member sets. */
+  atomic_store_explicit(&mine->exchangeStop, 1, memory_order_release);
 }
 
 gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int which, size_t slot, uint64_t use,

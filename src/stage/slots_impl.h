@@ -75,6 +75,7 @@ typedef struct {
   gbFlag_t exchange[GB_REDUCE_MAX_SRCS][GB_STAGE_EXCHANGE_BLOCKS];
   gbFlag_t exchangeReady[GB_STAGE_EXCHANGE_READY]; /* use u's at u % GB_STAGE_EXCHANGE_READY */
   gbFlag_t exchangeDone[GB_STAGE_EXCHANGE_BLOCKS]; /* my exchange's blocks ended (device.h's done) */
+  atomic_int exchangeStop; /* my flags were released: every exchange wait of mine ends (device.h's stop) */
 } gbSharedCtl_t;
 
 /* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]

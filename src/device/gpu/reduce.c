@@ -52,9 +52,10 @@ typedef struct {
   void* flags[GB_REDUCE_MAX_SRCS];
   void* ready;
   void* done;
+  void* stop;
 } kernelArgs_t;
 _Static_assert(GB_REDUCE_MAX_SRCS == 8, "kernels/reduce.cu takes 8 sources: change both");
-_Static_assert(sizeof(kernelArgs_t) == 208 && offsetof(kernelArgs_t, count) == 80 &&
+_Static_assert(sizeof(kernelArgs_t) == 216 && offsetof(kernelArgs_t, count) == 80 &&
                    offsetof(kernelArgs_t, nanRule) == 96 && offsetof(kernelArgs_t, use) == 112 &&
                    offsetof(kernelArgs_t, flags) == 128 && offsetof(kernelArgs_t, ready) == 192,
                "kernelArgs_t must match gbReduceKernelArgs in kernels/reduce.cu");
@@ -204,7 +205,8 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
  * at once is not needed (a block waits only on other members' blocks). */
 gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
-  if (x == NULL || x->me < 0 || x->me >= x->red.nsrc || x->blocks < 1 || x->blocks > x->maxBlocks || !x->mine)
+  if (x == NULL || x->me < 0 || x->me >= x->red.nsrc || x->blocks < 1 || x->blocks > x->maxBlocks || !x->mine ||
+      !x->stopDev)
     return gbErrorSet(gbInvalidArgument, "stream exchange: member %d of %d, %d blocks of at most %d, my part %p",
                       x ? x->me : -1, x ? x->red.nsrc : 0, x ? x->blocks : 0, x ? x->maxBlocks : 0,
                       x ? x->mine : NULL);
@@ -218,6 +220,7 @@ gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   k.mine = x->mine;
   k.ready = x->readyDev;
   k.done = x->doneDev;
+  k.stop = x->stopDev;
   for (int m = 0; m < x->red.nsrc; m++) k.flags[m] = x->flagsDev[m];
   return launch(rt, &x->red, &k, (uint64_t)x->blocks, stream);
 }

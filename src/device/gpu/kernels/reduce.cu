@@ -80,6 +80,7 @@ struct gbReduceKernelArgs {
   char* flags[GB_REDUCE_MAX_SRCS]; /* member m's flags: full[k][b] */
   char* ready;      /* set to use when the kernel starts */
   char* done;       /* my own flags: done[i] = use once the block that owns index i ended */
+  int* stop;        /* set when my flags were released: every wait ends */
 };
 
 /* ------------------------------------------------------------ bit casts */
@@ -348,8 +349,8 @@ static __device__ inline volatile gbU64* flagAt(char* flags, int member, int blo
 
 /* Each look is a read across the bus: between looks a waiting thread naps
  * briefly, so many waiting blocks leave the bus to the data. */
-static __device__ inline void spin(volatile gbU64* f, gbU64 value) {
-  while (*f < value) {
+static __device__ inline void spin(const gbReduceKernelArgs& a, volatile gbU64* f, gbU64 value) {
+  while (*f < value && *(volatile int*)a.stop == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(GB_SPIN_NAP_NS);
 #endif
@@ -361,7 +362,7 @@ static __device__ inline void spin(volatile gbU64* f, gbU64 value) {
  * its use - 2 ended. Thread k looks at member k's. */
 static __device__ inline void awaitRead(const gbReduceKernelArgs& a) {
   const int k = (int)threadIdx.x;
-  if (a.use > 2 && k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], k, 0, a.maxBlocks), a.use - 1);
+  if (a.use > 2 && k < a.nsrc && k != a.me) spin(a, flagAt(a.flags[a.me], k, 0, a.maxBlocks), a.use - 1);
   __syncthreads();
 }
 
@@ -382,7 +383,7 @@ static __device__ inline void tellFull(const gbReduceKernelArgs& a) {
 /* Thread k waits until member k staged this block's range. */
 static __device__ inline void awaitFull(const gbReduceKernelArgs& a) {
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) spin(flagAt(a.flags[a.me], k, (int)blockIdx.x, a.maxBlocks), a.use);
+  if (k < a.nsrc && k != a.me) spin(a, flagAt(a.flags[a.me], k, (int)blockIdx.x, a.maxBlocks), a.use);
   __syncthreads();
 }
 
