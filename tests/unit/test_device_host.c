@@ -343,6 +343,16 @@ static void testFlagWaitHost(void) {
   gbFlagSetHost(&f, 7, gbSystemError);
   CHECK(gbFlagWaitHost(&f, 8, 10.0, NULL) == gbSystemError);
   CHECK(f.value == 7 && f.error == gbSystemError);
+  /* Released with an error, then lowered by a writer that does not look (a
+   * member's late signal): the error's value is due again, yet an abort
+   * still ends the wait at once, and without one the wait goes on. */
+  gbFlagSetHost(&f, 1000, gbRemoteError);
+  gbFlagSetHost(&f, 9, 0);
+  abortFlag = 1;
+  t0 = gbClockNowNs();
+  CHECK(gbFlagWaitHost(&f, 9, 10.0, &abortFlag) == gbRemoteError);
+  CHECK((double)(gbClockNowNs() - t0) / 1e9 < 5.0);
+  CHECK(gbFlagWaitHost(&f, 9, 0.02, NULL) == gbTimeout);
 }
 
 static void testFailingFn(void) {
