@@ -75,8 +75,13 @@ gbResult_t gbPlanThresholdsLoad(const char* path, gbThresholds_t* t, uint64_t* h
                                          "gpubridge-perf --tune)", path, strerror(errno));
   char text[16384];
   size_t n = fread(text, 1, sizeof(text) - 1, f);
-  int big = !feof(f);
+  /* A read that failed (a directory opens, then reads EISDIR) says why; a
+   * file that did not end within the buffer is too large. */
+  int err = ferror(f) ? errno : 0, big = !err && !feof(f);
   fclose(f);
+  if (err)
+    return gbErrorSet(gbInvalidArgument, "GPUBRIDGE_THRESHOLDS=%s cannot be read: %s (give the file gpubridge-perf "
+                                         "--tune wrote)", path, strerror(err));
   if (big) return gbErrorSet(gbInvalidArgument, "GPUBRIDGE_THRESHOLDS=%s is larger than 16 KiB", path);
   text[n] = '\0';
   uint64_t h = 1469598103934665603ull;

@@ -6,7 +6,9 @@
  * (k >= 3), else hierarchical; split-rail only for all-reduce, hierarchical
  * only for all-reduce and broadcast, the rest flat. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan/plan.h"
 #include "plan/thresholds.h"
@@ -112,6 +114,31 @@ int main(void) {
   makeLayout(&l11, (const int[]){1, 1}, 2);
   CHECK(gbPlanResolvePolicy(gbPolicyAuto, &l11.topo) == gbPolicyFlat, "resolve auto 1+1");
   checked += 9;
+
+  /* The file: read and hashed; a directory, a missing file and a file past
+   * 16 KiB are refused with their own reasons. */
+  char dir[] = "/tmp/gb-thresholds-XXXXXX", file[64], big[64];
+  uint64_t hash = 0;
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(file, sizeof(file), "%s/t.txt", dir);
+  snprintf(big, sizeof(big), "%s/big.txt", dir);
+  FILE* f = fopen(file, "w");
+  if (f) fputs(text, f), fclose(f);
+  f = fopen(big, "w");
+  for (int k = 0; f && k < 2000; k++) fputs("# padding\n", f);
+  if (f) fclose(f);
+  CHECK(gbPlanThresholdsLoad(file, &th, &hash) == gbSuccess && th.n == 3 && hash != 0, "load: %s",
+        gbGetLastError(NULL));
+  CHECK(gbPlanThresholdsLoad(dir, &th, &hash) == gbInvalidArgument && strstr(gbGetLastError(NULL), "Is a directory"),
+        "a directory: %s", gbGetLastError(NULL));
+  CHECK(gbPlanThresholdsLoad(big, &th, &hash) == gbInvalidArgument && strstr(gbGetLastError(NULL), "16 KiB"),
+        "past 16 KiB: %s", gbGetLastError(NULL));
+  remove(file);
+  remove(big);
+  CHECK(gbPlanThresholdsLoad(file, &th, &hash) == gbInvalidArgument && strstr(gbGetLastError(NULL), "cannot be read"),
+        "missing: %s", gbGetLastError(NULL));
+  rmdir(dir);
+  checked += 5;
 
   if (failures) {
     fprintf(stderr, "%d of %d checks failed\n", failures, checked);
