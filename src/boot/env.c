@@ -174,8 +174,13 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   int haveId = 0;
   if (gbParamIsSet(GB_PARAM_UNIQUE_ID)) {
     gbUniqueId uid;
-    if (gbBootIdFromHex(gbParamString(GB_PARAM_UNIQUE_ID), &uid) == gbSuccess &&
-        gbBootIdUnpack(&uid, &out->id) == gbSuccess)
+    char why[256];
+    const char* given = getenv(gbParamDesc(GB_PARAM_UNIQUE_ID)->name);
+    /* An invalid value reads as the default (""): say what is wrong with the one given. */
+    if (given && gbParamParse(GB_PARAM_UNIQUE_ID, given, NULL, why, sizeof(why)) != 0)
+      note(problem, sizeof(problem), "%s", why);
+    else if (gbBootIdFromHex(gbParamString(GB_PARAM_UNIQUE_ID), &uid) == gbSuccess &&
+             gbBootIdUnpack(&uid, &out->id) == gbSuccess)
       haveId = 1;
     else
       note(problem, sizeof(problem), "%s", gbErrorLast());

@@ -53,7 +53,8 @@ LAUNCHER_CASES = [
     ("WORLD_SIZE 0 on rank 2", [(2, "WORLD_SIZE=0")], {}, 2, ["WORLD_SIZE=0"]),
     ("unreadable WORLD_SIZE on rank 0, the root's host", [(0, "WORLD_SIZE=x")], {}, 0, ["WORLD_SIZE=x"]),
     ("a second RANK=0 (rank 2)", [(2, "RANK=0")], {}, 0, ["RANK=0", "MASTER_PORT"]),
-    ("malformed GPUBRIDGE_UNIQUE_ID on rank 1", [(1, "GPUBRIDGE_UNIQUE_ID=12ab")], {}, 1, ["GPUBRIDGE_UNIQUE_ID"]),
+    ("malformed GPUBRIDGE_UNIQUE_ID on rank 1", [(1, "GPUBRIDGE_UNIQUE_ID=12ab")], {}, 1,
+     ["GPUBRIDGE_UNIQUE_ID holds 4 characters, not 256 hex digits"]),
 ]
 
 def names_alone(text, rank):
