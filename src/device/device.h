@@ -94,6 +94,10 @@ static inline gbFlag_t* gbExchangeFlag(gbFlag_t* flags, int member, int block, i
   return flags + (size_t)member * (size_t)maxBlocks + (size_t)block;
 }
 
+/* Checks an exchange's arguments, alike on every device (device/exchange.c):
+ * gbInvalidArgument naming what is wrong. */
+gbResult_t gbDeviceExchangeCheck(const gbExchangeArgs_t* x);
+
 /* The host device's exchange, on its stream thread (device/host/exchange.c):
  * waits are bounded by each flag's deadline, else fallbackSec. */
 gbResult_t gbDeviceHostExchange(const gbExchangeArgs_t* x, double fallbackSec);

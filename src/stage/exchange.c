@@ -14,7 +14,8 @@
  * (afterLast), so one that began use u ended use u - 1: then it read the
  * buffer use u + 1 overwrites.
  * The proxy only watches: from when my stream began the exchange
- * (exchangeReady) until every member staged every block, with the
+ * (exchangeReady, which only grows as my exchanges run in order) until
+ * every member staged every block, with the
  * collective's deadline, hearing a member that failed or died; then, and
  * on any failure, it releases my flags so no stream waits forever
  * (gbSharedRelease). plan/ gives this stage only what it carries: an
@@ -27,10 +28,6 @@
 #include "stage/slots_impl.h"
 
 static gbFlag_t* flagsOf(const gbSharedSlots_t* sh, int member) { return &gbSharedCtl(sh, member)->exchange[0][0]; }
-static void* devOf(const gbSharedSlots_t* sh, const void* host) { return sh->devBase + ((const char*)host - sh->base); }
-static gbFlag_t* readyOf(const gbSharedSlots_t* sh, uint64_t use) {
-  return &gbSharedCtl(sh, sh->me)->exchangeReady[use % GB_STAGE_EXCHANGE_READY];
-}
 
 /* Takes the next use and posts the proxy's watch of it. */
 static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
@@ -52,7 +49,7 @@ static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* strea
     watch.who[watch.nwait] = k;
     watch.wait[watch.nwait++] = &mine->exchange[k][0].value;
   }
-  return gbSharedPostStep(&watch, tag, readyOf(sh, s->use), s->use, NULL, 0);
+  return gbSharedPostStep(&watch, tag, &mine->exchangeReady, s->use, NULL, 0);
 }
 
 /* My exchanges run in the order of their uses, also across streams, so
@@ -70,21 +67,21 @@ static gbResult_t afterLast(gbSharedSlots_t* sh, uint64_t use, void* stream) {
 /* The exchange itself, on the caller's stream. */
 static gbResult_t exchangeIn(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbStageSlot_t* s) {
   gbSharedSlots_t* sh = gbSlotsOf(st);
+  gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   size_t bytes = w->len * w->esize;
   GB_CHECK(afterLast(sh, s->use, stream));
   gbExchangeArgs_t x = {.red = {.dst = w->dst, .nsrc = sh->n, .count = w->len, .dtype = w->dtype, .op = w->op,
                                 .divisor = w->divisor, .ring = gbAlgoFoldsRing(st->group, bytes)},
                         .me = sh->me, .blocks = gbPlanExchangeBlocks(bytes), .maxBlocks = GB_STAGE_EXCHANGE_BLOCKS,
                         .use = s->use, .mine = sh->devBase + gbSharedExchangeOffset(sh, sh->me, s->use),
-                        .ready = readyOf(sh, s->use), .done = gbSharedCtl(sh, sh->me)->exchangeDone,
-                        .stop = &gbSharedCtl(sh, sh->me)->exchangeStop};
-  x.readyDev = devOf(sh, x.ready);
-  x.doneDev = devOf(sh, x.done);
-  x.stopDev = devOf(sh, x.stop);
+                        .ready = &mine->exchangeReady, .done = mine->exchangeDone, .stop = &mine->exchangeStop};
+  x.readyDev = gbSharedDevOf(sh, x.ready);
+  x.doneDev = gbSharedDevOf(sh, x.done);
+  x.stopDev = gbSharedDevOf(sh, x.stop);
   for (int m = 0; m < sh->n; m++) {
     x.red.src[m] = m == sh->me ? w->src : sh->devBase + gbSharedExchangeOffset(sh, m, s->use);
     x.flags[m] = flagsOf(sh, m);
-    x.flagsDev[m] = devOf(sh, x.flags[m]);
+    x.flagsDev[m] = gbSharedDevOf(sh, x.flags[m]);
   }
   return sh->ctx.dev->exchangeAsync(&x, stream);
 }

@@ -187,7 +187,7 @@ gbResult_t gbSharedSignal(const gbSharedSlots_t* sh, int which, size_t slot, uin
     if (k == sh->me) continue;
     gbFlag_t* f = signalOf(sh, k, which, sh->me, slot);
     if (dev->flagWriteMapped) /* the segment is one mapped range: no lookup per write */
-      GB_CHECK(dev->flagWriteMapped(f, sh->devBase + ((char*)f - sh->base), use, stream));
+      GB_CHECK(dev->flagWriteMapped(f, gbSharedDevOf(sh, f), use, stream));
     else
       GB_CHECK(dev->flagWrite(f, use, stream));
   }

@@ -49,7 +49,6 @@
 
 #define GB_STAGE_SLOTS_MAX 64 /* GPUBRIDGE_STAGING_SLOTS + 2 at most (else the private stage) */
 #define GB_STAGE_EXCHANGE_BLOCKS GB_PLAN_EXCHANGE_BLOCKS /* an exchange's blocks at most (stage/exchange.c) */
-#define GB_STAGE_EXCHANGE_READY 64
 
 /* One member's counters, failure and signals, in the segment. `sent[k]`
  * and `got[k]`: the send/recv channels between this member and member k
@@ -73,7 +72,7 @@ typedef struct {
    * marks: it began an exchange (for its proxy's watch), and its blocks
    * ended (for a later exchange on another stream). */
   gbFlag_t exchange[GB_REDUCE_MAX_SRCS][GB_STAGE_EXCHANGE_BLOCKS];
-  gbFlag_t exchangeReady[GB_STAGE_EXCHANGE_READY]; /* use u's at u % GB_STAGE_EXCHANGE_READY */
+  gbFlag_t exchangeReady; /* the use my stream last began (my exchanges run in order, so it only grows) */
   gbFlag_t exchangeDone[GB_STAGE_EXCHANGE_BLOCKS]; /* my exchange's blocks ended (device.h's done) */
   atomic_int exchangeStop; /* my flags were released: every exchange wait of mine ends (device.h's stop) */
 } gbSharedCtl_t;
@@ -163,6 +162,10 @@ char* gbSharedAt(const gbSharedSlots_t* sh, int member, size_t slot);
 const char* gbSharedDeviceAt(const gbSharedSlots_t* sh, int member, size_t slot);
 /* Slot `slot` of the channel from member `from` to member `to`: its host address. */
 char* gbSharedP2pAt(const gbSharedSlots_t* sh, int from, int to, size_t slot);
+/* The device's address of a host address in the segment (one mapped range). */
+static inline void* gbSharedDevOf(const gbSharedSlots_t* sh, const void* host) {
+  return sh->devBase + ((const char*)host - sh->base);
+}
 /* Member k's exchange buffer for a use (the two alternate): its offset from base. */
 size_t gbSharedExchangeOffset(const gbSharedSlots_t* sh, int member, uint64_t use);
 

@@ -99,7 +99,7 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->inRead[0][0], sizeof(mine->inRead) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->exchange[0][0], sizeof(mine->exchange) / sizeof(gbFlag_t));
-  gbStageFlagsInit(&sh->ctx, mine->exchangeReady, GB_STAGE_EXCHANGE_READY);
+  gbStageFlagsInit(&sh->ctx, &mine->exchangeReady, 1);
   gbStageFlagsInit(&sh->ctx, mine->exchangeDone, GB_STAGE_EXCHANGE_BLOCKS);
   /* A reduction of nothing loads the device's kernels (a GPU compiles them
    * once per process), so that cost is paid here and a device that cannot

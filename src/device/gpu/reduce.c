@@ -205,11 +205,7 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
  * at once is not needed (a block waits only on other members' blocks). */
 gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
-  if (x == NULL || x->me < 0 || x->me >= x->red.nsrc || x->blocks < 1 || x->blocks > x->maxBlocks || !x->mine ||
-      !x->stopDev)
-    return gbErrorSet(gbInvalidArgument, "stream exchange: member %d of %d, %d blocks of at most %d, my part %p",
-                      x ? x->me : -1, x ? x->red.nsrc : 0, x ? x->blocks : 0, x ? x->maxBlocks : 0,
-                      x ? x->mine : NULL);
+  GB_CHECK(gbDeviceExchangeCheck(x));
   GB_CHECK(checkArgs(&x->red));
   GB_CHECK(gbGpuMakeCurrent(rt));
   GB_CHECK(kernelsReady());

@@ -427,10 +427,7 @@ static gbResult_t reduceAsync(const gbReduceArgs_t* args, void* stream) {
 }
 
 static gbResult_t exchangeAsync(const gbExchangeArgs_t* args, void* stream) {
-  if (args->me < 0 || args->me >= args->red.nsrc || args->red.nsrc > GB_REDUCE_MAX_SRCS || args->blocks < 1 ||
-      args->blocks > args->maxBlocks || args->mine == NULL || args->red.dst == NULL)
-    return gbErrorSet(gbInvalidArgument, "stream exchange: member %d of %d, %d blocks of at most %d, my part %p",
-                      args->me, args->red.nsrc, args->blocks, args->maxBlocks, args->mine);
+  GB_CHECK(gbDeviceExchangeCheck(args));
   task_t t = {.kind = TASK_EXCHANGE, .u.exchange = *args};
   return enqueue(stream, &t);
 }
