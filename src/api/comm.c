@@ -34,9 +34,9 @@ const char* gbGetLastError(gbComm_t comm) {
     const char* failure = gbCommFailureText(comm);
     if (failure) return failure;
   }
-  const char* last = gbErrorLast();
-  if (*last || !comm || !gbCommIsValid(comm)) return last;
-  return gbCommErrorText(comm);
+  /* Not failed: the comm's text is not read (a proxy thread may be writing
+   * the first failure into it now). */
+  return gbErrorLast();
 }
 
 gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {

@@ -23,6 +23,8 @@ typedef struct {
   int timeoutSec; /* the deadline of the work that releases it, set by its owner (0: GPUBRIDGE_TIMEOUT's) */
   int pollNs;     /* a host waiter sleeps at most this long between looks (0: by its wait, os/backoff.h), set by
                      its owner: a GPU's write wakes nobody */
+  int foreign;    /* written by other processes' streams (a member's signal): a dropped write leaves it alone, as
+                     its waiter hears that member's failure through the member's own failure word, with its cause */
   _Atomic uint64_t errorValue; /* with error: the value its setter stores after it (0: none) */
 } gbFlag_t;
 /* GPUs write value at its address (cuStreamWriteValue64) and a flag array's

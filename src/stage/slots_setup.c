@@ -98,6 +98,8 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->inRead[0][0], sizeof(mine->inRead) / sizeof(gbFlag_t));
+  for (size_t k = 0; k < GB_REDUCE_MAX_SRCS; k++)
+    for (size_t s = 0; s < GB_STAGE_SLOTS_MAX; s++) mine->inFull[k][s].foreign = mine->inRead[k][s].foreign = 1;
   gbStageFlagsInit(&sh->ctx, &mine->exchange[0][0], sizeof(mine->exchange) / sizeof(gbFlag_t));
   gbStageFlagsInit(&sh->ctx, &mine->exchangeReady, 1);
   gbStageFlagsInit(&sh->ctx, mine->exchangeDone, GB_STAGE_EXCHANGE_BLOCKS);

@@ -175,7 +175,8 @@ static gbResult_t runTask(stream_t* s, task_t* t, gbResult_t streamError) {
     case TASK_FLAG_WRITE:
       /* A dropped write still tells its waiter why it will never come, so the
        * proxy fails now instead of at its deadline. */
-      if (drop) atomic_store_explicit(&t->u.flag.flag->error, (int)streamError, memory_order_release);
+      if (drop && !t->u.flag.flag->foreign)
+        atomic_store_explicit(&t->u.flag.flag->error, (int)streamError, memory_order_release);
       else gbFlagSetHost(t->u.flag.flag, t->u.flag.value, 0);
       return gbSuccess;
     case TASK_FLAG_WAIT:
