@@ -2,8 +2,10 @@
 #   P/lib/libgpubridge.so.X.Y.Z, .so.X, .so  the library (SONAME libgpubridge.so.X)
 #   P/lib/libgpubridge-nccl.so               the drop-in NCCL ABI (docs/DROP_IN.md)
 #   P/include/gpubridge/gpubridge.h, version.h
+#   P/include/gpubridge/nccl/nccl.h          NCCL's API as the drop-in serves it
 #   P/bin/gpubridge-run, gpubridge-perf, gpubridge-info
 #   P/lib/pkgconfig/gpubridge.pc             pkg-config --cflags --libs gpubridge
+#   P/lib/pkgconfig/gpubridge-nccl.pc        ... gpubridge-nccl: a program written for NCCL
 #   P/lib/cmake/gpubridge/                   find_package(gpubridge): gpubridge::gpubridge
 #   P/share/doc/gpubridge/LICENSE            the license (CMAKE_INSTALL_DOCDIR)
 # (lib is CMAKE_INSTALL_LIBDIR: lib64 or lib/<arch> on some systems.) Every
@@ -20,6 +22,8 @@ install(TARGETS gpubridge-run gpubridge-perf gpubridge-info EXPORT gpubridgeTarg
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h
               ${PROJECT_BINARY_DIR}/include/gpubridge/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge COMPONENT development)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/nccl/nccl.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge/nccl COMPONENT development)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
 # CMake package: gpubridge::gpubridge (the library), gpubridge::gpubridge-nccl,
@@ -45,5 +49,6 @@ foreach(dir LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/gpubridge.pc.in ${PROJECT_BINARY_DIR}/cmake/gpubridge.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/cmake/gpubridge.pc
+configure_file(${PROJECT_SOURCE_DIR}/cmake/gpubridge-nccl.pc.in ${PROJECT_BINARY_DIR}/cmake/gpubridge-nccl.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/cmake/gpubridge.pc ${PROJECT_BINARY_DIR}/cmake/gpubridge-nccl.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "gpubridge/gpubridge.h"
-#include "nccl_types.h"
+#include "nccl_exports.h"
 
 #define GB_NCCL_HIDDEN __attribute__((visibility("hidden")))
 

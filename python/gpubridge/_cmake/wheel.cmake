@@ -5,7 +5,7 @@
 #                             it and the drop-in's loader finds it (one copy in a process)
 #   lib/libgpubridge-nccl.so  the drop-in NCCL ABI (rpath $ORIGIN)
 #   bin/gpubridge-run, -perf, -info  (rpath $ORIGIN/../lib; console scripts exec them)
-#   include/gpubridge/gpubridge.h, version.h
+#   include/gpubridge/gpubridge.h, version.h, nccl/nccl.h
 set(GB_WHEEL_DIR gpubridge)
 install(FILES $<TARGET_FILE:gpubridge> DESTINATION ${GB_WHEEL_DIR}/lib
   RENAME libgpubridge.so.${PROJECT_VERSION_MAJOR} COMPONENT python)
@@ -19,3 +19,5 @@ endif()
 install(TARGETS gpubridge-run gpubridge-perf gpubridge-info RUNTIME DESTINATION ${GB_WHEEL_DIR}/bin COMPONENT python)
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h ${PROJECT_BINARY_DIR}/include/gpubridge/version.h
   DESTINATION ${GB_WHEEL_DIR}/include/gpubridge COMPONENT python)
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/nccl/nccl.h DESTINATION ${GB_WHEEL_DIR}/include/gpubridge/nccl
+  COMPONENT python)
