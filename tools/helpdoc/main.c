@@ -179,7 +179,9 @@ int main(int argc, char** argv) {
   if (help) {
     version[strcspn(version, "\n")] = '\0';
     info.version = version;
-    if (gbHelpParse(help, &doc, err, sizeof(err)) != 0) {
+    if (!version[0]) {
+      fprintf(stderr, "%s: `%s --version` printed no version\n", me, tool);
+    } else if (gbHelpParse(help, &doc, err, sizeof(err)) != 0) {
       fprintf(stderr, "%s: `%s --help`: %s\n", me, tool, err);
     } else {
       if (writeFile(manPath, writeMan, &doc, &info) == 0 && writeFile(completionPath, writeCompletion, &doc, &info) == 0)
