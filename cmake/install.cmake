@@ -7,7 +7,9 @@
 #   P/lib/pkgconfig/gpubridge.pc             pkg-config --cflags --libs gpubridge
 #   P/lib/pkgconfig/gpubridge-nccl.pc        ... gpubridge-nccl: a program written for NCCL
 #   P/lib/cmake/gpubridge/                   find_package(gpubridge): gpubridge::gpubridge
-#   P/share/doc/gpubridge/LICENSE            the license (CMAKE_INSTALL_DOCDIR)
+#   P/share/man/man1/gpubridge-{run,perf,info}.1          man pages  } made from each
+#   P/share/bash-completion/completions/gpubridge-{...}   completions } tool's --help
+#   P/share/doc/gpubridge/README.md, LICENSE, CHANGELOG.md, docs/*.md  (CMAKE_INSTALL_DOCDIR)
 # (lib is CMAKE_INSTALL_LIBDIR: lib64 or lib/<arch> on some systems.) Every
 # file names its neighbours by relative path, so the tree can be moved.
 include(CMakePackageConfigHelpers)
@@ -24,7 +26,17 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/gpubridge.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge COMPONENT development)
 install(FILES ${PROJECT_SOURCE_DIR}/include/gpubridge/nccl/nccl.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge/nccl COMPONENT development)
-install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+# The tools' man pages and bash completions (cmake/tool_docs.cmake), and the
+# documentation (README.md's links into docs/ hold there too).
+if(GB_TOOL_DOCS)
+  install(FILES ${GB_TOOL_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
+  install(FILES ${GB_TOOL_COMPLETIONS} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+    COMPONENT runtime)
+endif()
+file(GLOB GB_DOC_PAGES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+install(FILES ${GB_DOC_PAGES} DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT runtime)
 
 # CMake package: gpubridge::gpubridge (the library), gpubridge::gpubridge-nccl,
 # gpubridge::gpubridge-run, -perf, -info.

@@ -3,7 +3,10 @@
 program (examples/c/allreduce.c: a 3-rank, two-island all-reduce with checked
 sums) built against the installed tree by pkg-config and by find_package, and
 against the source tree by add_subdirectory; each runs under the installed
-gpubridge-run. The installed files must not lean on the build tree."""
+gpubridge-run. The installed files must not lean on the build tree. The
+installed man pages and bash completions list every option of each installed
+tool's --help (man renders them), and share/doc/gpubridge holds README.md,
+LICENSE, CHANGELOG.md and docs/*.md (tooldocs.py)."""
 import glob
 import os
 import re
@@ -11,6 +14,7 @@ import shutil
 import time
 
 import installtest as it
+import tooldocs
 
 CONSUMER = os.path.join(it.SOURCE_DIR, "examples", "c")
 RANKS = 3
@@ -35,7 +39,6 @@ def check_tree(prefix, libdir):
             os.path.join(lib, "cmake", "gpubridge", "gpubridgeConfigVersion.cmake"),
             os.path.join(lib, "cmake", "gpubridge", "gpubridgeTargets.cmake")]
     want += [os.path.join(prefix, "bin", "gpubridge-" + t) for t in ("run", "perf", "info")]
-    want.append(os.path.join(prefix, "share", "doc", "gpubridge", "LICENSE"))
     missing = [p for p in want if not os.path.isfile(p)]
     if missing:
         it.fail("not installed: " + ", ".join(missing))
@@ -56,8 +59,9 @@ def check_tree(prefix, libdir):
     printed = it.run([os.path.join(prefix, "bin", "gpubridge-info"), "--version"], "installed gpubridge-info", 60)
     if printed.strip() != ver:
         it.fail("installed gpubridge-info --version printed %r, the file VERSION says %s" % (printed, ver))
-    print("ok: installed tree complete (LICENSE in share/doc/gpubridge), links and run paths right, "
-          "gpubridge-info --version = %s" % ver, flush=True)
+    print("ok: installed tree complete, links and run paths right, gpubridge-info --version = %s" % ver, flush=True)
+    tooldocs.check_docs(os.path.join(prefix, "share", "doc", "gpubridge"))
+    tooldocs.check_tools(os.path.join(prefix, "bin"), prefix)
 
 
 def run_job(prefix, program, how):
@@ -125,7 +129,7 @@ def main():
         run_job(prefix, os.path.join(build, "allreduce"), "add_subdirectory")
     if os.path.exists(work):
         it.fail("the temporary folder %s was left behind" % work)
-    print("4 passed, 0 failed")
+    print("6 passed, 0 failed")
 
 
 if __name__ == "__main__":
