@@ -55,6 +55,11 @@ LAUNCHER_CASES = [
     ("WORLD_SIZE 0 on rank 2", [(2, "WORLD_SIZE=0")], {}, 2, ["WORLD_SIZE=0"]),
     ("unreadable WORLD_SIZE on rank 0, the root's host", [(0, "WORLD_SIZE=x")], {}, 0, ["WORLD_SIZE=x"]),
     ("a second RANK=0 (rank 2)", [(2, "RANK=0")], {}, 0, ["RANK=0", "MASTER_PORT"]),
+    ("RANK without WORLD_SIZE on rank 2", [(2, "WORLD_SIZE=")], {}, 2, ["RANK is set but WORLD_SIZE is not"]),
+    ("WORLD_SIZE without RANK on rank 1", [(1, "RANK=")], {}, 1, ["WORLD_SIZE is set but RANK is not"]),
+    ("unreadable LOCAL_RANK on rank 3", [(3, "LOCAL_RANK=x")], {}, 3, ["LOCAL_RANK=x"]),
+    ("LOCAL_RANK past LOCAL_WORLD_SIZE on rank 1", [(1, "LOCAL_RANK=7")], {}, 1,
+     ["LOCAL_RANK=7", "LOCAL_WORLD_SIZE=4"]),
     ("malformed GPUBRIDGE_UNIQUE_ID on rank 1", [(1, "GPUBRIDGE_UNIQUE_ID=12ab")], {}, 1,
      ["GPUBRIDGE_UNIQUE_ID holds 4 characters, not 256 hex digits"]),
 ]
