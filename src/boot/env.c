@@ -153,6 +153,17 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
       note(problem, sizeof(problem), "%s=%s is not a non-negative integer; give every process the number of ranks",
            launchers[i].size, envText(launchers[i].size));
   }
+  /* One of a launcher's pair without the other (a launcher script that lost
+   * a variable): that launcher's, so the job hears of it through the root. */
+  for (int i = 0; i < gbParamLauncherCount && !l; i++) {
+    int r = readInt(launchers[i].rank, &out->rank), s = readInt(launchers[i].size, &out->nranks);
+    if (r + s != 1) continue;
+    l = &launchers[i];
+    rankKnown = r == 1;
+    sizeKnown = s == 1;
+    note(problem, sizeof(problem), "%s is set but %s is not; give every process both (its rank and the number of "
+         "ranks)", r == 1 ? l->rank : l->size, r == 1 ? l->size : l->rank);
+  }
   if (!l)
     return gbErrorSet(gbInvalidArgument,
                       "gbCommInitFromEnv: no launcher variables found: set RANK and WORLD_SIZE (torchrun, "
@@ -169,7 +180,15 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
     rankKnown = 0;
   }
   if (!sizeKnown) out->nranks = 0;
-  if (readInt(l->local, &out->localRank) != 1) out->localRank = 0;
+  int localSize = 0;
+  int local = readInt(l->local, &out->localRank), haveLocalSize = readInt(l->localSize, &localSize) == 1;
+  if (local < 0)
+    note(problem, sizeof(problem), "%s=%s is not a non-negative integer; give each process its rank on its host",
+         l->local, envText(l->local));
+  else if (local == 1 && haveLocalSize && out->localRank >= localSize)
+    note(problem, sizeof(problem), "%s=%d is not below %s=%d; give each process its rank on its host, 0 to %d",
+         l->local, out->localRank, l->localSize, localSize, localSize - 1);
+  if (local != 1) out->localRank = 0;
 
   int haveId = 0;
   if (gbParamIsSet(GB_PARAM_UNIQUE_ID)) {
@@ -195,8 +214,7 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   char identity[256];
   const char* job = jobIdentity(l, identity, sizeof(identity));
   const char* addr = getenv("MASTER_ADDR");
-  int localSize = 0;
-  if ((!addr || !*addr) && sizeKnown && readInt(l->localSize, &localSize) == 1 && localSize == out->nranks)
+  if ((!addr || !*addr) && sizeKnown && haveLocalSize && localSize == out->nranks)
     addr = "127.0.0.1"; /* every rank on this host */
   int port = 0;
   int havePort = readInt("MASTER_PORT", &port);

@@ -17,8 +17,9 @@ typedef struct {
 /* Reads the variables. Rank 0 (without GPUBRIDGE_UNIQUE_ID) starts the
  * rendezvous root here, bound to MASTER_ADDR when that is an address of this
  * host (any address otherwise), so that a failure to host it can still be
- * told to the job. A process whose variables are wrong (RANK, WORLD_SIZE,
- * MASTER_PORT, GPUBRIDGE_UNIQUE_ID, a second RANK=0) but that can still reach
+ * told to the job. A process whose variables are wrong (RANK, WORLD_SIZE, one
+ * of them without the other, LOCAL_RANK, MASTER_PORT, GPUBRIDGE_UNIQUE_ID, a
+ * second RANK=0) but that can still reach
  * the root reports its problem there, so every rank fails at once with one
  * text naming it; it then returns that verdict (text recorded). */
 gbResult_t gbBootEnvRead(gbBootEnv_t* out);

@@ -29,14 +29,9 @@ gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, c
     gbNetLabel_t label = {g->ranks[k], g->name, probes[g->ranks[k]].hostId == probes[myRank].hostId};
     res = net->accept(listener, g->ranks[k], g->tag, label, deadline, abortFlag, &conns[k]);
   }
-  if (res != gbSuccess) {
-    for (int k = 0; k < g->n; k++)
-      if (conns[k]) {
-        net->close(conns[k]);
-        conns[k] = NULL;
-      }
-    return res;
-  }
+  /* On failure the connections made stay: the caller shuts them down with
+   * its cause (who failed first), so these peers do not blame this rank. */
+  if (res != gbSuccess) return res;
   GB_INFO(GB_LOG_BOOT, "%s: connected to %d peers with %d sockets each", g->name, g->n - 1, nsocks);
   return gbSuccess;
 }

@@ -20,7 +20,8 @@ typedef struct {
 } gbMeshGroup_t;
 
 /* conns[n] receives a connection per other member (conns[me] = NULL). On
- * failure every connection made is closed. */
+ * failure the connections made so far stay in conns (NULL for the others),
+ * for the caller to shut down with the cause of its failure and close. */
 gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, const gbProbe_t* probes,
                              const gbBootId_t* id, int nsocks, const gbMeshGroup_t* group, double timeoutSec,
                              const atomic_int* abortFlag, gbNetConn_t** conns);

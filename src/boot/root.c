@@ -116,14 +116,42 @@ static const char* file(root_t* r, const gbProbe_t* q, int fd, const gbSockAddr_
   return NULL;
 }
 
+/* What a process whose hello has the magic but not this job's secret hears
+ * before the close, so that a rank given another secret or unique id says
+ * why instead of blaming the root: that the secret is wrong, and nothing
+ * more (the compare takes constant time; garbage hears nothing at all). */
+static const char wrongSecretText[] =
+    "the rendezvous root (rank 0's process under a launcher) refused this process: wrong job secret; every rank of "
+    "a job must be given the same GPUBRIDGE_JOB_SECRET (unset: the same MASTER_ADDR, MASTER_PORT and launcher job) "
+    "or the same unique id (GPUBRIDGE_UNIQUE_ID, the bytes of one gbGetUniqueId)";
+
+static void tellWrongSecret(int fd) {
+  struct {
+    gbVerdictHeader_t h;
+    char text[sizeof(wrongSecretText) - 1];
+  } m;
+  m.h = (gbVerdictHeader_t){GB_BOOT_VERDICT_MAGIC, gbInvalidUsage, (uint32_t)sizeof(m.text), 0};
+  memcpy(m.text, wrongSecretText, sizeof(m.text));
+  char err[128], sink[512];
+  /* A few hundred bytes on a fresh socket: its buffer takes them whole. */
+  (void)gbSockTrySend(fd, &m, sizeof(m), err, sizeof(err));
+  /* What arrived is read (a rank's hello and probe; at most 8 KiB, so a
+   * stream of garbage cannot hold the root), so the close sends an end, not
+   * a reset that could overtake the text. */
+  for (int i = 0; i < 16 && gbSockTryRecv(fd, sink, sizeof(sink), err, sizeof(err)) > 0; i++) {
+  }
+}
+
 /* What arrived so far must start with the magic and the secret. */
 static const char* checkMsg(void* ctx, const gbNetPendingConn_t* c, char* why, size_t len) {
   root_t* r = ctx;
   gbNetHello_t h;
   memcpy(&h, c->msg, sizeof(h));
   if (c->got >= sizeof(uint64_t) && h.magic != GB_NET_HELLO_MAGIC) return "bad magic (garbage or another protocol)";
-  if (c->got >= offsetof(gbNetHello_t, commHash) && !gbNetSecretEqual(h.secret, r->secret))
-    return "wrong job secret (check the unique id / GPUBRIDGE_JOB_SECRET)";
+  if (c->got >= offsetof(gbNetHello_t, commHash) && !gbNetSecretEqual(h.secret, r->secret)) {
+    tellWrongSecret(c->fd);
+    return "wrong job secret (told so; check the unique id / GPUBRIDGE_JOB_SECRET)";
+  }
   return NULL;
 }
 

@@ -51,7 +51,10 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
     GB_INFO(GB_LOG_INIT, "communicator failed (%s); closing its connections so peers stop too", gbResultString(res));
   }
   atomic_store_explicit(&c->abortFlag, 1, memory_order_release);
-  if (atomic_load_explicit(&c->initState, memory_order_relaxed) == GB_INIT_DONE) {
+  /* Once start-up ended (done, or failed: its groups stay as they are
+   * until teardown) the peers hear who failed; a start-up still running
+   * tells them when it ends (gbCommInitEnd). */
+  if (atomic_load_explicit(&c->initState, memory_order_acquire) != GB_INIT_RUNNING) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
     shutdownGroup(c, &c->world);

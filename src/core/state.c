@@ -8,14 +8,14 @@
 int gbCommInitState(gbComm_t c) { return atomic_load_explicit(&c->initState, memory_order_acquire); }
 
 void gbCommInitEnd(gbComm_t c, gbResult_t res) {
-  if (res != gbSuccess) {
-    pthread_mutex_lock(&c->errorLock);
-    if (gbCommAsyncError(c) == gbSuccess) /* an abort's error came first */
-      gbCommSetAsyncError(c, res, gbErrorLast());
-    pthread_mutex_unlock(&c->errorLock);
-  }
   /* Release: a thread that sees "done" also sees everything init built. */
   atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
+  /* A failed start-up is a failure like any (an abort's error, if it came
+   * first, stays): on this thread, which saw it, so the cause a peer relayed
+   * or the peer that closed is known, and the connections made so far are
+   * shut down with it, so a neighbour waiting on this rank names the rank
+   * that failed first instead of this one. */
+  if (res != gbSuccess) gbCommFail(c, res);
 }
 
 const char* gbCommErrorText(gbComm_t c) { return c->errorText; }

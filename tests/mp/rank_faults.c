@@ -1,6 +1,6 @@
 /* One rank of the fault tests (tests/mp/test_faults.py).
  *
- * Usage: rank_faults --victim R --phase startup|island|bridge|p2p --signal KILL|STOP [--count N]
+ * Usage: rank_faults --victim R --phase startup|island|bridge|p2p|loop --signal KILL|STOP [--count N] [--cycles N]
  *        rank_faults --abort-test --victim R --aborter A [--count N]
  *
  * Fault mode: the victim prints "victim pid P" and raises the signal on
@@ -12,6 +12,14 @@
  * (enqueue + gbStreamSynchronize + gbCommGetAsyncError) and prints
  * "error after X.XX s: <gbGetLastError text>" and exits 1 when it sees an
  * error, or "no error after X.XX s" and exits 2 when it does not.
+ *
+ * Loop (start-up over and over): every rank inits from the environment,
+ * splits the communicator (one color, the same order, so the child's rank
+ * numbers are the job's), destroys the child, then the parent,
+ * up to --cycles N times (default 100000); the driver signals a rank from
+ * outside at a moment of its choosing. A rank whose init, split or destroy
+ * fails prints "error after X.XX s: <text>" (X from the start of that
+ * cycle) and exits 1; "no error after X.XX s: N cycles" (exit 2) if none did.
  *
  * Abort mode: every rank inits; the victim stops itself; the aborter enqueues
  * an all-reduce (which waits on the stopped peer), checks for half a second
@@ -176,11 +184,41 @@ static int runAborter(gbComm_t comm, void* stream, void* buf, size_t count) {
   return 0;
 }
 
+/* One cycle of the loop phase; gbSuccess or the failing call's result, its
+ * text in *text. */
+static gbResult_t startupCycle(int me, const char** text) {
+  gbComm_t comm = NULL, child = NULL;
+  gbResult_t r = gbCommInitFromEnv(&comm, NULL);
+  if (r != gbSuccess) {
+    *text = gbGetLastError(NULL);
+    return r;
+  }
+  r = gbCommSplit(comm, 0, me, &child, NULL); /* one color, same order: a text's rank numbers are the job's */
+  if (r == gbSuccess && child) r = gbCommDestroy(child);
+  *text = gbGetLastError(r == gbSuccess ? NULL : comm);
+  gbResult_t d = gbCommDestroy(comm);
+  if (r == gbSuccess && d != gbSuccess) *text = gbGetLastError(NULL);
+  return r != gbSuccess ? r : d;
+}
+
+static int runLoop(int me, size_t cycles) {
+  double t0 = nowS();
+  for (size_t i = 0; i < cycles; i++) {
+    const char* text = "";
+    t0 = nowS();
+    if (startupCycle(me, &text) != gbSuccess) reportError(t0, text);
+  }
+  printf("no error after %.2f s: %zu cycles\n", nowS() - t0, cycles);
+  leave(2);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int victim = -1, aborter = -1, abortMode = 0, sig = 0;
   const char* phase = NULL;
   size_t count = (size_t)8 << 20; /* 32 MiB of float32 */
+  size_t cycles = 100000;         /* loop phase */
   for (int i = 1; i < argc; i++) {
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--abort-test") == 0) abortMode = 1;
@@ -188,6 +226,7 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--aborter") == 0 && v) aborter = atoi(v), i++;
     else if (strcmp(argv[i], "--phase") == 0 && v) phase = v, i++;
     else if (strcmp(argv[i], "--count") == 0 && v) count = (size_t)strtoull(v, NULL, 10), i++;
+    else if (strcmp(argv[i], "--cycles") == 0 && v) cycles = (size_t)strtoull(v, NULL, 10), i++;
     else if (strcmp(argv[i], "--signal") == 0 && v) {
       sig = strcmp(v, "KILL") == 0 ? SIGKILL : strcmp(v, "STOP") == 0 ? SIGSTOP : 0;
       i++;
@@ -202,6 +241,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int me = launcherRank();
+  if (!abortMode && strcmp(phase, "loop") == 0) return runLoop(me, cycles);
   int startup = !abortMode && strcmp(phase, "startup") == 0;
   if (startup && me == victim) becomeVictim(sig);
 

@@ -10,6 +10,8 @@ launcher's "[r] " prefix.
 """
 import os
 import re
+import socket
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -53,6 +55,11 @@ LAUNCHER_CASES = [
     ("WORLD_SIZE 0 on rank 2", [(2, "WORLD_SIZE=0")], {}, 2, ["WORLD_SIZE=0"]),
     ("unreadable WORLD_SIZE on rank 0, the root's host", [(0, "WORLD_SIZE=x")], {}, 0, ["WORLD_SIZE=x"]),
     ("a second RANK=0 (rank 2)", [(2, "RANK=0")], {}, 0, ["RANK=0", "MASTER_PORT"]),
+    ("RANK without WORLD_SIZE on rank 2", [(2, "WORLD_SIZE=")], {}, 2, ["RANK is set but WORLD_SIZE is not"]),
+    ("WORLD_SIZE without RANK on rank 1", [(1, "RANK=")], {}, 1, ["WORLD_SIZE is set but RANK is not"]),
+    ("unreadable LOCAL_RANK on rank 3", [(3, "LOCAL_RANK=x")], {}, 3, ["LOCAL_RANK=x"]),
+    ("LOCAL_RANK past LOCAL_WORLD_SIZE on rank 1", [(1, "LOCAL_RANK=7")], {}, 1,
+     ["LOCAL_RANK=7", "LOCAL_WORLD_SIZE=4"]),
     ("malformed GPUBRIDGE_UNIQUE_ID on rank 1", [(1, "GPUBRIDGE_UNIQUE_ID=12ab")], {}, 1,
      ["GPUBRIDGE_UNIQUE_ID holds 4 characters, not 256 hex digits"]),
 ]
@@ -119,6 +126,40 @@ def bad_config(suite):
                 name + ": the job ends within the timeout's bound", detail)
 
 
+def unique_id_hex(port, secret):
+    """GPUBRIDGE_UNIQUE_ID for a root at 127.0.0.1:port with this secret
+    (src/boot/uniqueid.c's layout: magic, version, family, port, scope,
+    address, secret; 128 bytes)."""
+    packed = struct.pack("<IIH", 0x67624964, 1, socket.AF_INET) + struct.pack(">H", port) + struct.pack("<I", 0)
+    packed += socket.inet_aton("127.0.0.1") + bytes(12) + secret
+    return (packed + bytes(128 - len(packed))).hex()
+
+
+def refused(suite, what, assign, port=None):
+    """Rank 1 holds another job secret (what): the root refuses it and says
+    so, and rank 1's text gives that cause, not a failed root; the others
+    wait for rank 1 until the timeout and name it."""
+    name = "%s on rank 1" % what
+    timeout = 3
+    env = harness.clean_env(GPUBRIDGE_TIMEOUT=timeout, GPUBRIDGE_JOB_SECRET="the job's secret")
+    args = [harness.program("rank_init"), "--env-for-rank", "1", assign]
+    res = harness.run_job(N, args, env, vendors=VENDORS, keep_going=True, launcher_timeout=8 * timeout, port=port,
+                          timeout=10 * timeout)
+    lines = res.lines()
+    texts = {r: [l[len("init-error: "):] for l in lines.get(r, []) if l.startswith("init-error: ")] for r in range(N)}
+    detail = "rc %s, %.1f s\n%s" % (res.rc, res.elapsed, res.tail())
+    mine = texts[1][0] if texts[1] else ""
+    print("%s: %.1f s: rank 1: %s" % (name, res.elapsed, mine), flush=True)
+    suite.check("wrong job secret" in mine, name + ": rank 1 says the root refused a wrong job secret", detail)
+    suite.check("GPUBRIDGE_JOB_SECRET" in mine and "GPUBRIDGE_UNIQUE_ID" in mine,
+                name + ": rank 1's text names what to make equal", mine)
+    suite.check("may have failed" not in mine and "aborted" not in mine,
+                name + ": rank 1 does not blame a failed root", mine)
+    suite.check(all(texts[r] and names_alone(texts[r][0], 1) for r in (0, 2, 3)),
+                name + ": the other ranks name rank 1", str(texts))
+    suite.check(res.rc != 0 and not res.timed_out, name + ": the job ends with a failure", detail)
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     harness.require_built("rank_init")
@@ -168,6 +209,11 @@ def main():
         retry(suite)
     if not only or only in "bad gbConfig_t on rank 2":
         bad_config(suite)
+    if not only or only in "wrong job secret on rank 1":
+        refused(suite, "wrong job secret", "GPUBRIDGE_JOB_SECRET=another secret")
+    if not only or only in "wrong unique id on rank 1":
+        port = harness.free_port()
+        refused(suite, "wrong unique id", "GPUBRIDGE_UNIQUE_ID=" + unique_id_hex(port, os.urandom(32)), port=port)
     print("SKIP ranks disagreeing on the transport: this build has one transport (tcp)")
     suite.done()
 
