@@ -72,6 +72,10 @@ gbResult_t gbNcclCommCreate(const char* fn, int cudaDev, const char* name, gbNcc
   gbComm_t gb = NULL;
   gbResult_t res = gbNcclErrorFrom(make(args, &gb), fn, NULL);
   if ((res != gbSuccess && res != gbInProgress) || !gb) {
+    /* NCCL says why an init failed in a WARN line; gpubridge leaves its
+     * start-up verdict to the caller, and a program written for NCCL may
+     * print only ncclGetErrorString. */
+    if (res != gbSuccess && res != gbInProgress) GB_NCCL_WARN("%s", ncclGetLastError(NULL));
     gbNcclCommDiscard(c);
     return res;
   }

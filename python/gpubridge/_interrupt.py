@@ -86,7 +86,10 @@ def init_polled(start):
                 return handle
             if err != _lib.IN_PROGRESS:
                 text = _lib.get_last_error(handle)
-                _lib.comm_destroy(handle)
+                try:
+                    _lib.comm_destroy(handle)
+                except Error:
+                    pass  # a failed communicator's destroy may answer with its failure again: said once, below
                 raise Error(err, text)
             _pause(i)
             i += 1

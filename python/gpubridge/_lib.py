@@ -52,13 +52,17 @@ POLICIES = {0: "auto", 1: "hierarchical", 2: "native", 3: "flat", 4: "split-rail
 
 
 class Error(RuntimeError):
-    """A gpubridge call failed. code is the gbResult_t, text gbGetLastError's message."""
+    """A gpubridge call failed. code is the gbResult_t, text gbGetLastError's message.
+    Exported, and named in tracebacks, as gpubridge.Error."""
 
     def __init__(self, code, text):
         self.code = int(code)
         self.text = text
         name = _RESULT_NAMES.get(self.code, "gbResult %d" % self.code)
         super().__init__("%s: %s" % (name, text) if text else name)
+
+
+Error.__module__ = "gpubridge"  # tracebacks say gpubridge.Error, the name users catch
 
 
 class UniqueId(ctypes.Structure):

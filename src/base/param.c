@@ -1,5 +1,6 @@
 /* The GPUBRIDGE_* parameter table, read once from the environment. */
 #include "base/param.h"
+#include "base/suggest.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -349,8 +350,14 @@ int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, si
         if (strcasecmp(text, d->choices[i]) == 0) break;
       if (!d->choices[i]) {
         size_t o = (size_t)snprintf(err, errLen, "%s=%s is not one of ", d->name, text);
-        for (int k = 0; d->choices[k] && o < errLen; k++)
+        int best = -1, bestDistance = 0;
+        for (int k = 0; d->choices[k] && o < errLen; k++) {
           o += (size_t)snprintf(err + o, errLen - o, "%s%s", k ? ", " : "", d->choices[k]);
+          int dist = gbSuggestDistance(text, strlen(text), d->choices[k]);
+          if (best < 0 || dist < bestDistance) best = k, bestDistance = dist;
+        }
+        if (best >= 0 && gbSuggestClose(strlen(text), bestDistance) && o < errLen)
+          snprintf(err + o, errLen - o, " (did you mean %s?)", d->choices[best]);
         return -1;
       }
       v = i;
@@ -364,8 +371,11 @@ int gbParamParse(gbParamId_t id, const char* text, int64_t* value, char* err, si
         return -1;
       }
       if (id == GB_PARAM_VENDOR && text[0] && checkVendor(text) != 0) {
-        snprintf(err, errLen, "%s=%s is not 1 to 15 characters of a-z, 0-9, _ and - (e.g. nvidia, amd)",
-                 d->name, text);
+        /* A list by rank (nvidia:2,amd:2) is GPUBRIDGE_VENDORS' syntax. */
+        int list = strpbrk(text, ":,") != NULL && gbParamVendorsParse(text, NULL, 0) > 0;
+        snprintf(err, errLen, "%s=%s is not 1 to 15 characters of a-z, 0-9, _ and - (e.g. nvidia, amd)%s",
+                 d->name, text, list ? "; a list by rank such as this one goes in GPUBRIDGE_VENDORS (did you mean "
+                                       "GPUBRIDGE_VENDORS?)" : "");
         return -1;
       }
       char why[200];
@@ -447,8 +457,7 @@ static void applyVendors(void) {
     return;
   } else
     snprintf(err, sizeof(err), "GPUBRIDGE_VENDORS: out of memory");
-  appendLine(&errors, err);
-  appendLine(&pendingWarn, err);
+  appendLine(&errors, err); /* said by the start-up verdict */
 }
 
 static void readEnv(void) {
@@ -467,8 +476,7 @@ static void readEnv(void) {
       s->valid = 1;
       s->value = v;
     } else {
-      appendLine(&errors, err);
-      appendLine(&pendingWarn, err);
+      appendLine(&errors, err); /* said once, by the start-up verdict: not warned about here too */
     }
   }
   extern char** environ;
@@ -479,8 +487,18 @@ static void readEnv(void) {
     for (int i = 0; i < GB_PARAM_COUNT; i++)
       if (strlen(table[i].name) == n && strncmp(*e, table[i].name, n) == 0) known = 1;
     if (known) continue;
-    snprintf(err, sizeof(err), "unknown variable %.*s ignored; gpubridge-info -c lists the known ones",
-             (int)(n < 200 ? n : 200), *e);
+    int best = 0, bestDistance = gbSuggestDistance(*e, n, table[0].name);
+    for (int i = 1; i < GB_PARAM_COUNT; i++) {
+      int dist = gbSuggestDistance(*e, n, table[i].name);
+      if (dist < bestDistance) best = i, bestDistance = dist;
+    }
+    /* Compared without the shared prefix, so that GPUBRIDGE_ does not make any name look close. */
+    if (gbSuggestClose(n - 10, bestDistance))
+      snprintf(err, sizeof(err), "unknown variable %.*s ignored (did you mean %s?); gpubridge-info -c lists the "
+               "known ones", (int)(n < 200 ? n : 200), *e, table[best].name);
+    else
+      snprintf(err, sizeof(err), "unknown variable %.*s ignored; gpubridge-info -c lists the known ones",
+               (int)(n < 200 ? n : 200), *e);
     appendLine(&pendingWarn, err);
   }
   applyVendors();

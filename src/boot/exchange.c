@@ -74,8 +74,10 @@ static gbResult_t readFailure(int fd, const gbVerdictHeader_t* h, gbDeadline_t v
   char* text = calloc(1, (size_t)h->textLen + 1);
   gbResult_t res = text ? gbSockRecvAll(fd, text, h->textLen, verdictBy, abortFlag, "verdict text") : gbSystemError;
   if (res == gbSuccess) {
-    /* The same bytes on every rank: record them as they are. */
-    GB_WARN("%s", text);
+    /* The same bytes on every rank: record them as they are. The call
+     * returns them (gbGetLastError) and its caller reports them, so this
+     * is the rank's one message; the log has it at INFO. */
+    GB_INFO(GB_LOG_BOOT, "%s", text);
     gbErrorRecord(text);
     res = (gbResult_t)h->result;
     *heard = 1;

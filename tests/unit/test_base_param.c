@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/param.h"
+#include "base/suggest.h"
 #include "gpubridge/gpubridge.h"
 
 #include "unit/check.h"
@@ -190,9 +191,12 @@ static void testInvalid(void) {
   CHECK(strcmp(gbParamErrors(), want) == 0, "two errors:\n  got  [%s]\n  want [%s]", gbParamErrors(), want);
 }
 
-/* Unknown GPUBRIDGE_* names are warned about, through the log. */
-static int sawUnknown, sawOther;
+/* Unknown GPUBRIDGE_* names are warned about, through the log; invalid values are not (the verdict says them). */
+static int sawUnknown, sawOther, sawSuggestion, sawInvalid;
 static void hook(int level, const char* line) {
+  if (level == GB_LOG_WARN && strstr(line, "unknown variable GPUBRIDGE_TIMOUT ignored (did you mean GPUBRIDGE_TIMEOUT?)"))
+    sawSuggestion++;
+  if (strstr(line, "GPUBRIDGE_POLICY=")) sawInvalid++;
   if (level == GB_LOG_WARN && strstr(line, "unknown variable GPUBRIDGE_NO_SUCH_THING ignored; gpubridge-info -c lists the known ones"))
     sawUnknown++;
   if (strstr(line, "GPUBRIDGE_TIMEOUT ignored")) sawOther++;
@@ -208,7 +212,37 @@ static void testUnknown(void) {
   CHECK(sawUnknown == 1, "one warning for GPUBRIDGE_NO_SUCH_THING, saw %d", sawUnknown);
   CHECK(sawOther == 0, "no warning for a known name");
   CHECK(gbParamInt(GB_PARAM_TIMEOUT) == 30, "known names still read");
+  /* A close misspelling gets the closest name; an invalid value goes to the errors only. */
+  clearEnv();
+  setenv("GPUBRIDGE_TIMOUT", "30", 1);
+  setenv("GPUBRIDGE_POLICY", "hierarchcal", 1);
+  gbParamReset();
+  gbParamInit();
+  CHECK(sawSuggestion == 1, "GPUBRIDGE_TIMOUT: one warning suggesting GPUBRIDGE_TIMEOUT, saw %d", sawSuggestion);
+  CHECK(sawInvalid == 0, "an invalid value is not warned about at the read (the start-up verdict says it)");
+  CHECK(strstr(gbParamErrors(), "GPUBRIDGE_POLICY=hierarchcal is not one of") &&
+            strstr(gbParamErrors(), "(did you mean hierarchical?)"),
+        "an enum's misspelt value suggests the closest: [%s]", gbParamErrors());
+  clearEnv();
+  setenv("GPUBRIDGE_VENDOR", "nvidia:2,amd:2", 1);
+  gbParamReset();
+  CHECK(strstr(gbParamErrors(), "did you mean GPUBRIDGE_VENDORS?") != NULL,
+        "GPUBRIDGE_VENDOR with a list by rank suggests GPUBRIDGE_VENDORS: [%s]", gbParamErrors());
+  setenv("GPUBRIDGE_VENDOR", "nv idia", 1);
+  gbParamReset();
+  CHECK(strstr(gbParamErrors(), "GPUBRIDGE_VENDORS") == NULL, "no list, no GPUBRIDGE_VENDORS hint: [%s]",
+        gbParamErrors());
   gbLogSetHook(NULL);
+}
+
+/* The distance behind "did you mean": one edit each, a swap is one, far words are not close. */
+static void testSuggest(void) {
+  CHECK(gbSuggestDistance("VENDR", 5, "VENDOR") == 1, "a missing letter is one edit");
+  CHECK(gbSuggestDistance("VENODR", 6, "VENDOR") == 1, "a swap of neighbours is one edit");
+  CHECK(gbSuggestDistance("vendor", 6, "VENDOR") == 0, "case does not count");
+  CHECK(gbSuggestDistance("POLICY", 6, "TIMEOUT") > 2, "unrelated words are far apart");
+  CHECK(gbSuggestClose(6, 1) && gbSuggestClose(7, 2) && !gbSuggestClose(6, 2) && !gbSuggestClose(3, 1),
+        "close: at most 2 edits and under a third of the length");
 }
 
 static void testTable(void) {
@@ -250,6 +284,7 @@ int main(void) {
   testSizes();
   testInvalid();
   testUnknown();
+  testSuggest();
   testTable();
   clearEnv();
   if (failures) {
