@@ -147,6 +147,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                              "function on the stream (exact; the simulated device only); flag: a stream write "
                              "of a host-mapped flag that a thread polls every 1 ms while calls are in flight; "
                              "auto: marker where the device runs host functions, else flag (GPUs)."},
+    [GB_PARAM_LAUNCHER] = {"GPUBRIDGE_LAUNCHER", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                           "Set by gpubridge-run (to gpubridge-run) for its ranks, so that log lines name the "
+                           "launcher of RANK and WORLD_SIZE, which torchrun sets too; not a setting."},
 };
 
 const gbParamLauncher_t gbParamLaunchers[] = {

@@ -112,6 +112,21 @@ static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, c
   return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s", problem);
 }
 
+/* Who set the variables, for the log: gpubridge-run says so
+ * (GPUBRIDGE_LAUNCHER), torchrun leaves TORCHELASTIC_RUN_ID; RANK and
+ * WORLD_SIZE alone came from elsewhere. */
+static const char* launcherText(const launcherVars_t* l) {
+  if (strcmp(l->launcher, "torchrun") != 0) {
+    static _Thread_local char text[64];
+    snprintf(text, sizeof(text), "%s's variables", l->launcher);
+    return text;
+  }
+  if (strcmp(gbParamString(GB_PARAM_LAUNCHER), "gpubridge-run") == 0) return "gpubridge-run's variables";
+  const char* run = getenv("TORCHELASTIC_RUN_ID");
+  if (run && *run) return "torchrun's variables";
+  return "the variables RANK and WORLD_SIZE";
+}
+
 /* torchrun's agent store carries the unique id (env_store.c). A failure
  * after this process started the root becomes its problem, reported to
  * that root so the others hear it; a second RANK=0 reports itself too. */
@@ -269,7 +284,7 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach);
 
   char rootText[96];
-  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s%s%s", out->rank, out->nranks, l->launcher,
+  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s; rendezvous at %s%s%s", out->rank, out->nranks, launcherText(l),
           gbSockAddrString(&out->id.root, rootText, sizeof(rootText)), hostsRoot ? " (hosted here)" : "",
           fromStore ? ", found through torchrun's store" : "");
   return gbSuccess;
