@@ -115,16 +115,14 @@ static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, c
 /* Who set the variables, for the log: gpubridge-run says so
  * (GPUBRIDGE_LAUNCHER), torchrun leaves TORCHELASTIC_RUN_ID; RANK and
  * WORLD_SIZE alone came from elsewhere. */
-static const char* launcherText(const launcherVars_t* l) {
-  if (strcmp(l->launcher, "torchrun") != 0) {
-    static _Thread_local char text[64];
-    snprintf(text, sizeof(text), "%s's variables", l->launcher);
-    return text;
-  }
-  if (strcmp(gbParamString(GB_PARAM_LAUNCHER), "gpubridge-run") == 0) return "gpubridge-run's variables";
+static const char* launcherText(const launcherVars_t* l, char* buf, size_t len) {
+  const char* named = gbParamString(GB_PARAM_LAUNCHER);
   const char* run = getenv("TORCHELASTIC_RUN_ID");
-  if (run && *run) return "torchrun's variables";
-  return "the variables RANK and WORLD_SIZE";
+  if (strcmp(l->launcher, "torchrun") != 0) snprintf(buf, len, "%s's variables", l->launcher);
+  else if (named[0]) snprintf(buf, len, "%.40s's variables", named);
+  else if (run && *run) snprintf(buf, len, "torchrun's variables");
+  else snprintf(buf, len, "the variables RANK and WORLD_SIZE");
+  return buf;
 }
 
 /* torchrun's agent store carries the unique id (env_store.c). A failure
@@ -283,8 +281,9 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   }
   if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach);
 
-  char rootText[96];
-  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s; rendezvous at %s%s%s", out->rank, out->nranks, launcherText(l),
+  char rootText[96], from[64];
+  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s; rendezvous at %s%s%s", out->rank, out->nranks,
+          launcherText(l, from, sizeof(from)),
           gbSockAddrString(&out->id.root, rootText, sizeof(rootText)), hostsRoot ? " (hosted here)" : "",
           fromStore ? ", found through torchrun's store" : "");
   return gbSuccess;
