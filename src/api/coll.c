@@ -140,5 +140,5 @@ gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDat
 
 gbResult_t gbBarrier(gbComm_t comm, void* stream) {
   GB_CHECK(gbApiCheckComm("gbBarrier", comm));
-  return gbCommEnqueueAllReduce(comm, comm->scratchDev, comm->scratchDev, 1, gbInt32, gbSum, stream);
+  return gbCommEnqueueBarrier(comm, stream);
 }

@@ -40,10 +40,12 @@ static const char* const traceDoneChoices[] = {"auto", "marker", "flag", NULL};
 
 static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_DEBUG] = {"GPUBRIDGE_DEBUG", GB_PARAM_ENUM, "WARN", levelChoices, 0, 0, 0,
-                        "Log level: NONE, WARN, INFO or TRACE (case-insensitive)."},
+                        "Log level: NONE, WARN, INFO or TRACE (case-insensitive). The drop-in "
+                        "(libgpubridge-nccl) reads NCCL_DEBUG where this is unset (docs/DROP_IN.md)."},
     [GB_PARAM_DEBUG_SUBSYS] = {"GPUBRIDGE_DEBUG_SUBSYS", GB_PARAM_STRING, "ALL", NULL, 0, 0, 0,
                                "Subsystems logged at INFO and TRACE: comma list of INIT, BOOT, NET, "
-                               "COLL, PROXY, DEVICE, ENV, ALL; a leading ^ logs all but those."},
+                               "COLL, PROXY, DEVICE, ENV, ALL; a leading ^ logs all but those. The drop-in reads "
+                               "NCCL_DEBUG_SUBSYS where this is unset (docs/DROP_IN.md)."},
     [GB_PARAM_DEBUG_FILE] = {"GPUBRIDGE_DEBUG_FILE", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                              "Log to this file (appended) instead of stderr; %h is the host name, %p the pid."},
     [GB_PARAM_VENDOR] = {"GPUBRIDGE_VENDOR", GB_PARAM_STRING, "", NULL, 0, 0, 0,
@@ -59,7 +61,8 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                           "Seconds any wait (init, collective, finalize) may take before it fails with a timeout."},
     [GB_PARAM_SOCKET_IFNAME] = {"GPUBRIDGE_SOCKET_IFNAME", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                                 "Network interfaces to use, as NCCL_SOCKET_IFNAME: prefix list, ^ excludes, "
-                                "= exact names; empty picks one."},
+                                "= exact names; empty picks one. The drop-in reads NCCL_SOCKET_IFNAME where "
+                                "this is unset."},
     [GB_PARAM_NSOCKS_PERPEER] = {"GPUBRIDGE_NSOCKS_PERPEER", GB_PARAM_INT, "2", NULL, 1, 16, 1,
                                  "TCP sockets per bridge peer; a message is split across them."},
     [GB_PARAM_CHUNK_BYTES] = {"GPUBRIDGE_CHUNK_BYTES", GB_PARAM_SIZE, "1M", NULL, 4 * KIB, GIB, 1,
@@ -148,6 +151,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                              "function on the stream (exact; the simulated device only); flag: a stream write "
                              "of a host-mapped flag that a thread polls every 1 ms while calls are in flight; "
                              "auto: marker where the device runs host functions, else flag (GPUs)."},
+    [GB_PARAM_LAUNCHER] = {"GPUBRIDGE_LAUNCHER", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                           "Set by gpubridge-run (to gpubridge-run) for its ranks, so that log lines name the "
+                           "launcher of RANK and WORLD_SIZE, which torchrun sets too; not a setting."},
 };
 
 const gbParamLauncher_t gbParamLaunchers[] = {

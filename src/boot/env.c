@@ -112,6 +112,19 @@ static gbResult_t reportProblem(const gbBootEnv_t* e, int rank, int rankKnown, c
   return gbErrorSet(gbInvalidArgument, "gbCommInitFromEnv: %s", problem);
 }
 
+/* Who set the variables, for the log: gpubridge-run says so
+ * (GPUBRIDGE_LAUNCHER), torchrun leaves TORCHELASTIC_RUN_ID; RANK and
+ * WORLD_SIZE alone came from elsewhere. */
+static const char* launcherText(const launcherVars_t* l, char* buf, size_t len) {
+  const char* named = gbParamString(GB_PARAM_LAUNCHER);
+  const char* run = getenv("TORCHELASTIC_RUN_ID");
+  if (strcmp(l->launcher, "torchrun") != 0) snprintf(buf, len, "%s's variables", l->launcher);
+  else if (named[0]) snprintf(buf, len, "%.40s's variables", named);
+  else if (run && *run) snprintf(buf, len, "torchrun's variables");
+  else snprintf(buf, len, "the variables RANK and WORLD_SIZE");
+  return buf;
+}
+
 /* torchrun's agent store carries the unique id (env_store.c). A failure
  * after this process started the root becomes its problem, reported to
  * that root so the others hear it; a second RANK=0 reports itself too. */
@@ -286,8 +299,9 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   }
   if (problem[0]) return reportProblem(out, out->rank, rankKnown, problem, canReach);
 
-  char rootText[96];
-  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s variables; rendezvous at %s%s%s", out->rank, out->nranks, l->launcher,
+  char rootText[96], from[64];
+  GB_INFO(GB_LOG_INIT, "rank %d of %d from %s; rendezvous at %s%s%s", out->rank, out->nranks,
+          launcherText(l, from, sizeof(from)),
           gbSockAddrString(&out->id.root, rootText, sizeof(rootText)), hostsRoot ? " (hosted here)" : "",
           fromStore ? ", found through torchrun's store" : "");
   return gbSuccess;

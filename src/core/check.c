@@ -18,6 +18,9 @@
 #include "core/trace.h"
 #include "plan/plan.h"
 
+/* desc_t.coll of gbBarrier, whose all-reduce of one int32 is named so. */
+#define CHECK_BARRIER GB_NUM_COLLS
+
 typedef struct {
   uint64_t seq;
   uint64_t count;
@@ -33,6 +36,10 @@ typedef struct {
 static void describe(const desc_t* d, char* buf, size_t len) {
   char op[40] = "";
   int coll = d->coll;
+  if (coll == CHECK_BARRIER) {
+    snprintf(buf, len, "barrier");
+    return;
+  }
   if (coll == GB_COLL_ALLREDUCE || coll == GB_COLL_REDUCE || coll == GB_COLL_REDUCESCATTER) {
     if (d->op >= 0 && d->op < gbNumOps) snprintf(op, sizeof(op), ", %s", gbOpName((gbRedOp_t)d->op));
     else snprintf(op, sizeof(op), ", premul_sum op %d", d->op);
@@ -197,7 +204,7 @@ gbResult_t gbCommCheckCall(gbComm_t c, const gbCommCall_t* call, void* stream) {
   if (!k) return gbErrorSet(gbSystemError, "out of memory for a call check");
   k->comm = c;
   k->mine.seq = c->seq;
-  k->mine.coll = call->coll;
+  k->mine.coll = call->barrier ? CHECK_BARRIER : call->coll;
   k->mine.count = call->count;
   k->mine.dtype = call->dtype;
   k->mine.op = call->op;

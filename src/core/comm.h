@@ -182,6 +182,9 @@ gbResult_t gbCommEnqueueAllReduce(gbComm_t comm, const void* send, void* recv, s
                                   gbRedOp_t op, void* stream);
 gbResult_t gbCommEnqueueBroadcast(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
                                   int root, void* stream);
+/* gbBarrier: a sum of one int32 in the communicator's scratch, which the
+ * call check names as a barrier. */
+gbResult_t gbCommEnqueueBarrier(gbComm_t comm, void* stream);
 gbResult_t gbCommEnqueueReduce(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
                                gbRedOp_t op, int root, void* stream);
 gbResult_t gbCommEnqueueAllGather(gbComm_t comm, const void* send, void* recv, size_t count, gbDataType_t dt,
@@ -210,6 +213,7 @@ typedef struct {
   int coll;       /* gbColl_t */
   uint64_t count;
   int dtype, op, root;
+  int barrier;    /* gbBarrier's all-reduce: the check names it "barrier" */
 } gbCommCall_t;
 gbResult_t gbCommCheckCall(gbComm_t comm, const gbCommCall_t* call, void* stream);
 /* Whether calls of comm take part in the call check. */

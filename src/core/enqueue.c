@@ -113,20 +113,27 @@ gbResult_t gbCommEnqueueAllReduce(gbComm_t c, const void* send, void* recv, size
                                   gbRedOp_t op, void* stream) {
   gbCommOps_t ops;
   GB_CHECK(gbCommResolveOp(c, op, dt, &ops));
-  gbCommCall_t call = {GB_COLL_ALLREDUCE, count, dt, (int)op, -1};
+  gbCommCall_t call = {GB_COLL_ALLREDUCE, count, dt, (int)op, -1, 0};
   return enqueue(c, &call, &ops, send, recv, stream);
+}
+
+gbResult_t gbCommEnqueueBarrier(gbComm_t c, void* stream) {
+  gbCommOps_t ops;
+  GB_CHECK(gbCommResolveOp(c, gbSum, gbInt32, &ops));
+  gbCommCall_t call = {GB_COLL_ALLREDUCE, 1, gbInt32, (int)gbSum, -1, 1};
+  return enqueue(c, &call, &ops, c->scratchDev, c->scratchDev, stream);
 }
 
 gbResult_t gbCommEnqueueReduce(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt,
                                gbRedOp_t op, int root, void* stream) {
   gbCommOps_t ops;
   GB_CHECK(gbCommResolveOp(c, op, dt, &ops));
-  gbCommCall_t call = {GB_COLL_REDUCE, count, dt, (int)op, root};
+  gbCommCall_t call = {GB_COLL_REDUCE, count, dt, (int)op, root, 0};
   return enqueue(c, &call, &ops, send, recv, stream);
 }
 
 gbResult_t gbCommEnqueueBroadcast(gbComm_t c, const void* send, void* recv, size_t count, gbDataType_t dt, int root,
                                   void* stream) {
-  gbCommCall_t call = {GB_COLL_BROADCAST, count, dt, -1, root};
+  gbCommCall_t call = {GB_COLL_BROADCAST, count, dt, -1, root, 0};
   return enqueue(c, &call, NULL, send, recv, stream);
 }

@@ -88,7 +88,7 @@ static gbResult_t enqueueBlocks(gbComm_t c, gbColl_t coll, const void* send, voi
   b.walk.back = back;
   b.send = send;
   b.recv = recv;
-  gbCommCall_t call = {coll, count, dt, hasOp ? (int)op : -1, -1};
+  gbCommCall_t call = {coll, count, dt, hasOp ? (int)op : -1, -1, 0};
   return gbCommWalkRun(&b.walk, c, &call, hasOp ? &ops : NULL, stream);
 }
 

@@ -205,6 +205,17 @@ static void warnUnknownVendors(gbComm_t c) {
           gbTopoIslandsText(&c->topo, islands, sizeof(islands)));
 }
 
+/* A job with no GPU and no vendor label runs as one island "cpu": rank 0
+ * says so, once per process, with how to simulate vendors instead. */
+static void sayCpuIsland(gbComm_t c) {
+  static atomic_int said;
+  if (c->rank != 0 || c->topo.runKind != gbRunCpu || c->topo.nislands != 1) return;
+  if (atomic_exchange_explicit(&said, 1, memory_order_relaxed)) return;
+  GB_INFO(GB_LOG_INIT, "no GPU and no GPUBRIDGE_VENDOR on any rank: the %d rank%s run%s on the CPU as one island "
+          "\"cpu\"; to simulate vendor islands, set GPUBRIDGE_VENDORS (e.g. nvidia:2,amd:2) or gpubridge-run "
+          "--vendors", c->nranks, c->nranks > 1 ? "s" : "", c->nranks > 1 ? "" : "s");
+}
+
 static void fillPublicTopology(gbComm_t c) {
   gbTopology_t* p = &c->pub;
   p->nranks = c->nranks;
@@ -270,6 +281,7 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
   warnUnchecked(c, probes);
   warnUnknownVendors(c);
+  sayCpuIsland(c);
   fillPublicTopology(c);
   /* Every rank of a job with an emulated AMD island says so from here on
    * (the emulated ranks already do, from their device). */

@@ -13,7 +13,9 @@
  *
  * Usage: rank_mismatch --case KIND --odd RANK [--warmup N] [--count C]
  *   KIND: coll (all-reduce vs broadcast), count, dtype, op, bcast-root,
- *         reduce-root, allgather (all-gather vs all-reduce),
+ *         reduce-root, allgather (all-gather vs all-reduce), barrier
+ *         (gbBarrier vs an all-reduce of one int32 summed, which is how
+ *         gbBarrier runs: the check must still tell them apart),
  *         sendrecv-count (in a ring of send/recv groups, --odd receives
  *           C/2 float32 where its predecessor sends C),
  *         send-unmatched (the ring, plus --odd sends C float32 to rank
@@ -132,6 +134,10 @@ static gbResult_t mismatch(run_t* R, const char* kind, int odd, size_t C) {
   if (strcmp(kind, "bcast-root") == 0) return gbBroadcast(s, r, C, gbInt32, isOdd ? 1 : 0, R->comm, R->stream);
   if (strcmp(kind, "reduce-root") == 0)
     return gbReduce(s, r, C, gbInt32, gbSum, isOdd ? 1 : 0, R->comm, R->stream);
+  if (strcmp(kind, "barrier") == 0) {
+    if (isOdd) return gbBarrier(R->comm, R->stream);
+    return gbAllReduce(s, r, 1, gbInt32, gbSum, R->comm, R->stream);
+  }
   if (strcmp(kind, "allgather") == 0) {
     if (isOdd) return gbAllGather(s, r, C, gbInt32, R->comm, R->stream);
     return gbAllReduce(s, r, C, gbInt32, gbSum, R->comm, R->stream);

@@ -16,7 +16,11 @@ which validates every result and exits nonzero on any error.
 - a label that is no known vendor (nvida): rank 0 warns once, naming it and
   the islands;
 - GPUBRIDGE_DEBUG=INFO: each process logs the version banner once, and the
-  "ready" line names the policy (hierarchical, not a number).
+  "ready" line names the policy (hierarchical, not a number); each rank's
+  line names who set its variables: gpubridge-run, torchrun, or neither
+  ("the variables RANK and WORLD_SIZE");
+- a job with no GPU and no vendor label: rank 0 alone says at INFO that it
+  runs on the CPU as one island "cpu", and how to simulate vendors.
 """
 import os
 import re
@@ -165,6 +169,50 @@ def info_logs():
     return ok
 
 
+INFO_INIT = {"GPUBRIDGE_DEBUG": "INFO", "GPUBRIDGE_DEBUG_SUBSYS": "INIT"}
+
+
+def launcher_named():
+    """The INFO line of each rank names who set RANK and WORLD_SIZE:
+    gpubridge-run (GPUBRIDGE_LAUNCHER), torchrun (TORCHELASTIC_RUN_ID), or
+    neither."""
+    ok = True
+    env = clean_env()
+    env.update(INFO_INIT)
+    p = subprocess.run(harness.launch_cmd(2, [harness.program("rank_init")], vendors="nvidia:2", timeout=60),
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=90)
+    jobs = [("gpubridge-run", p.returncode, p.stdout.splitlines(), "gpubridge-run's variables")]
+    for name, vars_of, words in (("torchrun's variables", torchrun, "torchrun's variables"),
+                                 ("RANK and WORLD_SIZE alone", lambda r, n: {"RANK": str(r), "WORLD_SIZE": str(n)},
+                                  "the variables RANK and WORLD_SIZE")):
+        results = finish(name, start([harness.program("rank_init")], 2, vars_of, extra=dict(INFO_INIT,
+                                     GPUBRIDGE_VENDOR="nvidia")))
+        lines = [l for _, _, err in results for l in err.splitlines()]
+        jobs.append((name, max(rc for rc, _, _ in results), lines, words))
+    for name, rc, lines, words in jobs:
+        said = [l for l in lines if re.search(r"rank \d of 2 from ", l)]
+        good = rc == 0 and len(said) == 2 and all(("from %s; rendezvous at " % words) in l for l in said)
+        print(("PASS " if good else "FAIL ") + f"launcher named, {name}: {said}")
+        ok &= good
+    return ok
+
+
+def cpu_island():
+    """No GPU (GPUBRIDGE_DEVICE_BACKEND=host) and no vendor label: rank 0,
+    and only rank 0, says at INFO that the job is one island "cpu" and how to
+    simulate vendors."""
+    name = "CPU job without vendors said at INFO"
+    procs = start([harness.program("rank_init")], 3, torchrun, extra=dict(INFO_INIT, GPUBRIDGE_DEVICE_BACKEND="host"))
+    results = finish(name, procs)
+    said = [(r, l) for r, (_, _, err) in enumerate(results) for l in err.splitlines() if "on the CPU as one island" in l]
+    want = ('no GPU and no GPUBRIDGE_VENDOR on any rank: the 3 ranks run on the CPU as one island "cpu"; to simulate '
+            'vendor islands, set GPUBRIDGE_VENDORS (e.g. nvidia:2,amd:2) or gpubridge-run --vendors')
+    ok = all(rc == 0 for rc, _, _ in results) and len(said) == 1 and said[0][0] == 0 and " INFO INIT " in said[0][1] \
+        and said[0][1].endswith(want)
+    print(("PASS " if ok else "FAIL ") + f"{name}: {said}")
+    return ok
+
+
 def unknown_vendor():
     """A misspelt label (nvida) still forms its own island, but rank 0 warns
     once, naming the label and the islands that formed."""
@@ -195,6 +243,8 @@ def main():
                             ["ranks disagree on the number of ranks: ", "rank 0 uses 2", "ranks 1-3 use 4"]),
         info_logs(),
         unknown_vendor(),
+        launcher_named(),
+        cpu_island(),
     ]
     print("%d passed, %d failed" % (results.count(True), results.count(False)))
     sys.exit(0 if all(results) else 1)

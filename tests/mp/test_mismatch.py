@@ -2,8 +2,9 @@
 sequence number, every rank gets an error, not a wrong result and not a hang.
 
 One job per case (different collective, count, datatype, op, broadcast root,
-reduce root, all-gather vs all-reduce, send count vs receive count, a send the
-peer does not receive), on a two-island job (nvidia:2,amd:2) and a one-island
+reduce root, all-gather vs all-reduce, barrier vs the all-reduce of one int32
+it runs as, named "barrier", send count vs receive count, a send the peer
+does not receive), on a two-island job (nvidia:2,amd:2) and a one-island
 job (nvidia:3), under policies hierarchical and flat. Each job runs
 tests/rank_mismatch: a few matching calls (results checked), then the
 mismatching one. Every rank must see the call return gbSuccess,
@@ -60,6 +61,7 @@ COLLECTIVE_CASES = {
     "bcast-root": ("root", r"broadcast.*root\D{0,3}1\b", r"broadcast.*root\D{0,3}0\b", 2),
     "reduce-root": ("root", r"reduce.*root\D{0,3}1\b", r"reduce.*root\D{0,3}0\b", 3),
     "allgather": ("collective", r"all.?gather", r"all.?reduce", 1),
+    "barrier": ("collective", r"^barrier$", r"all.?reduce\(count 1, int32, sum\)", 2),
 }
 P2P_CASES = {"sendrecv-count": 1, "send-unmatched": 0}
 

@@ -23,6 +23,12 @@ exported ncclCommGetAsyncError through its PLT while libgpubridge-nccl is
 LD_PRELOADed (as NCCL 2.28 does with several of its functions): the call
 must come back to the fake library (answer 42) and be logged as forwarded.
 
+NCCL's variables: with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,GRAPH and
+NCCL_SOCKET_IFNAME=lo and no GPUBRIDGE_ ones, the job logs what
+GPUBRIDGE_DEBUG=INFO with GPUBRIDGE_DEBUG_SUBSYS=INIT logs (no other
+subsystem), and every rank uses the interface lo; with GPUBRIDGE_DEBUG=WARN
+set as well, no INFO line (the GPUBRIDGE_ variable wins).
+
 The timeout job: each rank asks for one rank more than exist, with
 GPUBRIDGE_TIMEOUT=3; gpubridge's timeout must arrive as ncclRemoteError (6:
 the version reported, 2.28, has no ncclTimeout) with a text saying so.
@@ -40,11 +46,15 @@ import harness  # noqa: E402
 
 LIBRARY = os.path.join(harness.BUILD_DIR, "lib", "libgpubridge-nccl.so")
 INFO = {"GPUBRIDGE_DEBUG": "INFO", "GPUBRIDGE_DEBUG_SUBSYS": "INIT"}
+# NCCL's own variables, which the drop-in honours where the GPUBRIDGE_ ones are unset.
+NCCL_VARS = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH", "NCCL_SOCKET_IFNAME": "lo"}
 
 # (label, vendors, case, extra environment, what the logs must show)
 JOBS = [
     ("two islands", "nvidia:2,amd:2", "all", {}, "warn"),
     ("one island", "nvidia:2", "all", INFO, "info"),
+    ("one island, NCCL_DEBUG", "nvidia:2", "all", NCCL_VARS, "info"),
+    ("two islands, GPUBRIDGE_DEBUG wins", "nvidia:2,amd:2", "all", dict(NCCL_VARS, GPUBRIDGE_DEBUG="WARN"), "warn"),
     ("two islands, flat", "nvidia:2,amd:2", "all", dict(INFO, GPUBRIDGE_POLICY="flat"), "info"),
     ("vendor calls itself", "nvidia", "interpose", {"LD_PRELOAD": harness.preload(LIBRARY), "GPUBRIDGE_DEBUG": "INFO"}, None),
     ("one island, deadline", "nvidia:2", "timeout", {"GPUBRIDGE_TIMEOUT": "3"}, None),
@@ -183,6 +193,19 @@ def main():
                         "\n".join(lines.get(0, [])[-10:]))
         elif logs:
             check_logs(suite, name, logs, ranks, extra, lines, res.err)
+        if "NCCL_SOCKET_IFNAME" in extra and logs == "info":
+            for r in range(len(ranks)):
+                said = [l for l in lines.get(r, []) if " INFO INIT using interface " in l]
+                suite.check(said and all(l.endswith("using interface lo") for l in said),
+                            "%s: rank %d uses NCCL_SOCKET_IFNAME's interface lo (INFO INIT)" % (name, r),
+                            "\n".join(said[:5]) or "(no 'using interface' line)")
+            others = [l for r in lines for l in lines[r] if " INFO " in l and " INFO INIT " not in l]
+            suite.check(not others, name + ": NCCL_DEBUG_SUBSYS=INIT,GRAPH lets only INIT lines through",
+                        "\n".join(others[:5]))
+        if "NCCL_DEBUG" in extra and logs == "warn":
+            info = [l for r in lines for l in lines[r] if " INFO " in l] + [l for l in res.err.splitlines() if " INFO " in l]
+            suite.check(not info, name + ": GPUBRIDGE_DEBUG=WARN wins over NCCL_DEBUG=INFO: no INFO line",
+                        "\n".join(info[:5]))
     suite.done()
 
 

@@ -14,8 +14,13 @@ host the rendezvous there; the ranks meet through the agent's store instead.
 - GPUBRIDGE_VENDORS=nvidia:1,amd:2 (3 ranks for 4): every rank fails at once
   naming the list and WORLD_SIZE=4;
 - without torchrun, its variables and a store the test hosts (torch's
-  TCPStore): rank 1 alone fails within GPUBRIDGE_TIMEOUT naming rank 0 and
-  the store's key; with no store listening, it fails naming the store.
+  TCPStore): rank 1 alone says at INFO that the store answered its ping,
+  naming this torch's version, then fails within GPUBRIDGE_TIMEOUT naming
+  rank 0 and the store's key; with no store listening, it fails naming the
+  store.
+
+Runs with the torch of the Python running it: test_torchrun_oldest.py runs
+it again with the oldest torch gpubridge supports (2.8).
 
 Skips (77) only when torch is absent.
 
@@ -107,10 +112,11 @@ def vendors_mismatch(suite):
     suite.check(secs < TIMEOUT_S, name + ": at once, not after GPUBRIDGE_TIMEOUT (%.1f s)" % secs)
 
 
-def store_env(rank, port, timeout):
+def store_env(rank, port, timeout, **extra):
     return harness.clean_env(RANK=rank, WORLD_SIZE=2, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=2, MASTER_ADDR="127.0.0.1",
                              MASTER_PORT=port, TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RUN_ID="gbtest",
-                             TORCHELASTIC_RESTART_COUNT=0, GPUBRIDGE_VENDOR="nvidia", GPUBRIDGE_TIMEOUT=timeout)
+                             TORCHELASTIC_RESTART_COUNT=0, GPUBRIDGE_VENDOR="nvidia", GPUBRIDGE_TIMEOUT=timeout,
+                             **extra)
 
 
 def run_alone(env, limit):
@@ -120,12 +126,12 @@ def run_alone(env, limit):
     return p.returncode, p.stdout, time.monotonic() - t0
 
 
-def store_failures(suite, torch_distributed):
+def store_failures(suite, torch):
     timeout = 3
     port = harness.free_port()
-    store = torch_distributed.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    store = torch.distributed.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
     try:
-        rc, out, secs = run_alone(store_env(1, port, timeout), 30)
+        rc, out, secs = run_alone(store_env(1, port, timeout, GPUBRIDGE_DEBUG="INFO", GPUBRIDGE_DEBUG_SUBSYS="BOOT"), 30)
     finally:
         del store
     name = "rank 1 alone with torchrun's store"
@@ -133,6 +139,10 @@ def store_failures(suite, torch_distributed):
     suite.check(rc == 0 and "rank 1 waited 3 s for rank 0 to publish the rendezvous address in torchrun's store"
                 in out and "/gpubridge/gbtest/0/0/unique_id" in out, name + ": fails naming rank 0 and the key", out)
     suite.check(timeout - 0.5 < secs < timeout + 5, name + ": after GPUBRIDGE_TIMEOUT=%d s (%.1f s)" % (timeout, secs))
+    said = "torchrun's store at 127.0.0.1:%d answers as torch's TCPStore (tested: torch 2.8 to 2.13; torch here is %s)" % (
+        port, torch.__version__)
+    suite.check(said in out, name + ": the store answered gpubridge's ping, torch %s named at INFO" % torch.__version__,
+                out)
 
     rc, out, secs = run_alone(store_env(1, harness.free_port(), timeout), 30)
     name = "no store on MASTER_PORT"
@@ -144,16 +154,18 @@ def store_failures(suite, torch_distributed):
 
 def main():
     try:
-        import torch.distributed as dist
+        import torch
+        import torch.distributed  # noqa: F401
     except ImportError:
         print("SKIP: torch is not installed (torchrun comes with it)")
         sys.exit(77)
     harness.require_built("rank_torchrun", "rank_init")
+    print("torch %s (%s)" % (torch.__version__, sys.executable), flush=True)
     suite = harness.Suite("torchrun")
     islands_and_sums(suite)
     retries(suite)
     vendors_mismatch(suite)
-    store_failures(suite, dist)
+    store_failures(suite, torch)
     suite.done()
 
 

@@ -58,7 +58,7 @@ static void testDefaults(void) {
       "GPUBRIDGE_RCCL_LIBRARY", "GPUBRIDGE_CHECK_CALLS", "GPUBRIDGE_RAILS", "GPUBRIDGE_THRESHOLDS",
       "GPUBRIDGE_SHM", "GPUBRIDGE_LIBRARY", "GPUBRIDGE_VENDORS", "GPUBRIDGE_TRACE_BUFFER",
       "GPUBRIDGE_TRACE_DIR", "GPUBRIDGE_TRACE_SIGNAL", "GPUBRIDGE_TRACE_DONE", "GPUBRIDGE_HIPRTC_LIBRARY",
-      "GPUBRIDGE_BRIDGE_SLOTS", "GPUBRIDGE_EXCHANGE"};
+      "GPUBRIDGE_BRIDGE_SLOTS", "GPUBRIDGE_EXCHANGE", "GPUBRIDGE_LAUNCHER"};
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
     CHECK(d && strcmp(d->name, names[i]) == 0, "descriptor %d is %s", i, d ? d->name : "NULL");

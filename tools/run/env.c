@@ -152,6 +152,7 @@ gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts) {
   GB_RUN_CHECK(setIntVar("WORLD_SIZE", opts->nranks));
   GB_RUN_CHECK(setIntVar("LOCAL_WORLD_SIZE", opts->nranks));
   GB_RUN_CHECK(setVar("GROUP_RANK", "0"));
+  GB_RUN_CHECK(setVar("GPUBRIDGE_LAUNCHER", "gpubridge-run")); /* for the ranks' log lines */
   GB_RUN_CHECK(setVar("MASTER_ADDR", "127.0.0.1"));
   GB_RUN_CHECK(setIntVar("MASTER_PORT", port));
   GB_RUN_CHECK(limitOpenMpThreads(opts->nranks));
