@@ -287,9 +287,10 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
       char why[320];
       snprintf(why, sizeof(why), "%s", gbErrorLast());
       if (taken)
-        note(problem, sizeof(problem), "%s=0, but MASTER_PORT %d on this host is taken (is a second process started "
-             "with %s=0? another program on that port?): %s; give each process its own rank, or choose a free "
-             "MASTER_PORT", l->rank, port, l->rank, why);
+        note(problem, sizeof(problem), "%s=0, but MASTER_PORT %d on this host is taken, so the rendezvous root "
+             "cannot listen there (%s): choose a free port (MASTER_PORT; gpubridge-run --port) or find the process "
+             "holding it: ss -ltnp 'sport = :%d'; if it is a second process started with %s=0, give each process "
+             "its own rank", l->rank, port, why, port, l->rank);
       else
         note(problem, sizeof(problem), "%s=0, but this process cannot host the rendezvous root on port %d: %s; choose "
              "a free MASTER_PORT", l->rank, port, why);

@@ -1,5 +1,6 @@
 #include "boot/exchange.h"
 
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,62 @@
 /* The root decides at its own deadline; ranks wait this much longer for it. */
 #define VERDICT_GRACE_SECONDS 1.5
 
-/* Connects (until connectBy), sends the hello and probe, reads the verdict
- * header. *fdOut is the open socket on success. */
+enum { ACKED, SILENT, CLOSED, GARBLED, ABORTED };
+
+/* Waits up to GB_BOOT_ACK_SECONDS for the root's acknowledgement of the probe
+ * just sent (boot/root.h); on anything else, err says what came instead. */
+static int awaitAck(int fd, const atomic_int* abortFlag, char* err, size_t len) {
+  gbDeadline_t by = gbDeadlineIn(GB_BOOT_ACK_SECONDS);
+  uint32_t ack = 0;
+  size_t got = 0;
+  err[0] = '\0';
+  while (got < sizeof(ack)) {
+    ssize_t n = gbSockTryRecv(fd, (char*)&ack + got, sizeof(ack) - got, err, len);
+    if (n < 0) return CLOSED;
+    got += (size_t)n;
+    if (got == sizeof(ack)) break;
+    if (abortFlag != NULL && atomic_load_explicit(abortFlag, memory_order_relaxed)) return ABORTED;
+    if (gbDeadlinePassed(by)) return SILENT;
+    struct pollfd p = {fd, POLLIN, 0};
+    (void)poll(&p, 1, gbDeadlineRemainingMs(by, 50));
+  }
+  return ack == GB_BOOT_PROBE_ACK ? ACKED : GARBLED;
+}
+
+/* Why what listens on the root's address is not this job's root, and what
+ * to do: rank 0 could not listen on that port. A report (rank 0's own, whose
+ * bind failed) is only recorded: the caller names the taken port first. */
+static gbResult_t notTheRoot(int how, const char* err, const gbBootId_t* id, const gbProbe_t* mine,
+                             const char* rootText) {
+  int port = gbSockAddrPort(&id->root);
+  int report = mine->kind == GB_PROBE_REPORT;
+  char who[48], came[192], text[1024];
+  if (report) snprintf(who, sizeof(who), "this process's report");
+  else snprintf(who, sizeof(who), "rank %d's probe", mine->rank);
+  if (how == SILENT)
+    snprintf(came, sizeof(came), "did not acknowledge %s within %.1f s (this job's root does at once)", who,
+             GB_BOOT_ACK_SECONDS);
+  else if (how == CLOSED)
+    snprintf(came, sizeof(came), "closed the connection (%s) without acknowledging %s (another job's root, or one "
+             "that refused this rank: see its log)", err, who);
+  else
+    snprintf(came, sizeof(came), "answered %s with bytes that are no gpubridge root's", who);
+  int used = snprintf(text, sizeof(text), "what listens on %s, the rendezvous root's address, is not this job's "
+                      "rendezvous root: it %s", rootText, came);
+  if (!report && used > 0 && (size_t)used < sizeof(text))
+    snprintf(text + used, sizeof(text) - (size_t)used, ". Another program holds the port, so rank 0 could not listen "
+             "there; choose a free port (MASTER_PORT; gpubridge-run --port) or find the process holding it: "
+             "ss -ltnp 'sport = :%d'", port);
+  gbResult_t res = how == CLOSED ? gbRemoteError : gbSystemError;
+  if (!report) return gbErrorSet(res, "%s", text);
+  GB_INFO(GB_LOG_BOOT, "%s", text);
+  gbErrorRecord(text);
+  return res;
+}
+
+/* Connects (until connectBy), sends the hello and probe, waits for the
+ * root's acknowledgement, reads the verdict header. *fdOut is the open
+ * socket on success. */
 static gbResult_t sendProbe(const gbBootId_t* id, const gbProbe_t* mine, gbDeadline_t connectBy, gbDeadline_t verdictBy,
                             double timeoutSec, const atomic_int* abortFlag, const char* rootText,
                             gbVerdictHeader_t* h, int* fdOut) {
@@ -46,6 +101,15 @@ static gbResult_t sendProbe(const gbBootId_t* id, const gbProbe_t* mine, gbDeadl
   }
   GB_INFO(GB_LOG_BOOT, "rank %d sent its %s to the rendezvous root at %s", mine->rank,
           mine->kind == GB_PROBE_REPORT ? "report" : "probe", rootText);
+  char err[128];
+  int how = awaitAck(fd, abortFlag, err, sizeof(err));
+  if (how != ACKED) {
+    gbSockClose(fd);
+    if (how == ABORTED)
+      return gbErrorSet(gbRemoteError, "rank %d: aborted while waiting for the rendezvous root at %s", mine->rank,
+                        rootText);
+    return notTheRoot(how, err, id, mine, rootText);
+  }
   res = gbSockRecvAll(fd, h, sizeof(*h), verdictBy, abortFlag, "verdict from the rendezvous root");
   if (res != gbSuccess) {
     res = gbErrorSet(res == gbTimeout ? gbTimeout : gbRemoteError,

@@ -155,7 +155,17 @@ static const char* checkMsg(void* ctx, const gbNetPendingConn_t* c, char* why, s
   return NULL;
 }
 
-/* A complete hello and probe: files it as a rank's. */
+/* Tells the rank at once that its probe reached this job's root (a fresh
+ * socket's send buffer takes 4 bytes whole); NULL when it went out. */
+static const char* acknowledge(int fd) {
+  uint32_t ack = GB_BOOT_PROBE_ACK;
+  char err[128];
+  return gbSockTrySend(fd, &ack, sizeof(ack), err, sizeof(err)) == (ssize_t)sizeof(ack)
+             ? NULL
+             : "closed before its probe was acknowledged";
+}
+
+/* A complete hello and probe: acknowledges it and files it as a rank's. */
 static const char* takeMsg(void* ctx, const gbNetPendingConn_t* c, char* why, size_t len) {
   root_t* r = ctx;
   rootMsg_t m;
@@ -163,7 +173,8 @@ static const char* takeMsg(void* ctx, const gbNetPendingConn_t* c, char* why, si
   if (m.hello.commHash != r->commHash || m.hello.tag != GB_BOOT_ROOT_TAG) return "hello for another communicator";
   if (m.probe.magic != GB_PROBE_MAGIC || m.probe.version != GB_PROBE_VERSION)
     return "probe of another gpubridge wire version (install the same gpubridge on every node)";
-  return file(r, &m.probe, c->fd, &c->peer);
+  const char* unsent = acknowledge(c->fd);
+  return unsent ? unsent : file(r, &m.probe, c->fd, &c->peer);
 }
 
 static void closedWhy(const gbNetPendingConn_t* c, const char* err, char* why, size_t len) {

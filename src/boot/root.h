@@ -14,6 +14,12 @@
 
 #define GB_BOOT_VERDICT_MAGIC 0x67625664u /* "gbVd" */
 #define GB_BOOT_ROOT_TAG (-1)
+/* The root answers every probe it files with these 4 bytes at once, long
+ * before its verdict; a rank that hears nothing within GB_BOOT_ACK_SECONDS
+ * (or is closed on) reached something else on the root's port (rank 0 then
+ * could not listen there) and fails at once instead of after the timeout. */
+#define GB_BOOT_PROBE_ACK 0x67624163u /* "gbAc" */
+#define GB_BOOT_ACK_SECONDS 1.0
 
 /* The verdict's header on the wire; the text and the probes follow. */
 typedef struct {

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/result.h"
+#include "os/fdbudget.h"
 
 #define FIRST_CAP 16
 
@@ -17,6 +18,7 @@ static gbNetPendingConn_t* conn(gbNetPending_t* t, int i) {
 
 /* Removes conns i (its socket now belongs to someone else or is closed). */
 static void drop(gbNetPending_t* t, int i) {
+  gbFdStrangersHeld(-1);
   int last = --t->n;
   if (i != last) memcpy(conn(t, i), conn(t, last), t->stride);
   t->pfd[1 + i] = t->pfd[1 + last];
@@ -67,6 +69,7 @@ void gbNetPendingFini(gbNetPending_t* t, const char* why) {
     gbSockClose(conn(t, i)->fd);
   }
   gbNetStrangersFlush(&t->strangers, 1);
+  gbFdStrangersHeld(-t->n);
   t->n = 0;
   free(t->conns);
   free(t->pfd);
@@ -135,7 +138,7 @@ static void advance(gbNetPending_t* t, int i, int64_t now) {
 static int evictOldest(gbNetPending_t* t, int64_t now, const char* why) {
   int i = gbNetStrangersOldest(&conn(t, 0)->since, t->n, t->stride, now);
   if (i < 0) return 0;
-  char text[224];
+  char text[384];
   snprintf(text, sizeof(text), "dropped after %.2f s without %s (%zu of %zu bytes): %s",
            (double)(now - conn(t, i)->since) / 1e9, t->ops->msgName, conn(t, i)->got, t->ops->msgBytes, why);
   refuse(t, i, text);
@@ -152,17 +155,41 @@ static void add(gbNetPending_t* t, int fd, const gbSockAddr_t* peer, int64_t now
   memset(c, 0, t->stride);
   c->fd = fd;
   c->peer = *peer;
-  c->since = now;
+  /* Its age counts from when the kernel completed it, so strangers that
+   * waited in the queue behind a flood can make room at once, and the queue
+   * drains at accept()'s pace rather than a budget per GB_NET_EVICT_MIN_AGE_NS. */
+  c->since = now - gbSockQueuedNs(fd);
   t->pfd[1 + t->n] = (struct pollfd){fd, POLLIN, 0};
   t->n++;
+  gbFdStrangersHeld(1);
 }
 
 enum { ACCEPTED, EMPTY, STUCK };
 
+/* Whether one more waiting connection fits: this table's GB_NET_PENDING_MAX
+ * and the process's budget (os/fdbudget.h: half the open-file limit, the
+ * rest kept for the job's own sockets); else the oldest here makes room,
+ * or, with none here at all, the other listeners are asked to. */
+static int makeRoom(gbNetPending_t* t, int64_t now) {
+  int budget = gbFdStrangerBudget();
+  if (t->n < GB_NET_PENDING_MAX && gbFdStrangersCount() < budget) return ACCEPTED;
+  /* Nobody goes for a connection that is not there. */
+  struct pollfd queued = {t->pfd[0].fd, POLLIN, 0};
+  if (poll(&queued, 1, 0) <= 0) return EMPTY;
+  char why[224];
+  snprintf(why, sizeof(why), "%s: %d connections wait for their first message in this process, the most it lets "
+           "strangers hold (half its open-file limit, at most %d)", t->ops->floodWhy, gbFdStrangersCount(),
+           GB_FD_STRANGERS_MAX);
+  if (evictOldest(t, now, why)) return ACCEPTED;
+  if (t->n == 0) (void)gbFdAskRelief(EMFILE); /* the others hold the budget */
+  return STUCK;
+}
+
 /* One accept(): a new connection (read at once: a peer sends right after
  * connecting), or the oldest stranger evicted to make room for it. */
 static int acceptOne(gbNetPending_t* t, int64_t now) {
-  if (t->n >= GB_NET_PENDING_MAX && !evictOldest(t, now, t->ops->floodWhy)) return STUCK;
+  int room = makeRoom(t, now);
+  if (room != ACCEPTED) return room;
   if (t->n == t->cap && !grow(t, 2 * t->cap)) {
     (void)gbErrorSet(gbSystemError, "out of memory accepting connections");
     return STUCK;
@@ -175,7 +202,9 @@ static int acceptOne(gbNetPending_t* t, int64_t now) {
     if (e == 0) return EMPTY;
     char eb[128];
     gbNetStrangersNoFds(&t->strangers, strerror_r(e, eb, sizeof(eb)), t->n);
-    return evictOldest(t, now, "this process is out of descriptors") ? ACCEPTED : STUCK;
+    if (evictOldest(t, now, "this process is out of descriptors")) return ACCEPTED;
+    if (t->n == 0) (void)gbFdAskRelief(e); /* another listener of this process may hold some */
+    return STUCK;
   }
   add(t, fd, &peer, now);
   readSome(t, t->n - 1);
@@ -197,7 +226,20 @@ static void acceptSome(gbNetPending_t* t, int64_t now) {
   }
 }
 
+/* Drops the oldest waiting connections that a socket of ours, out of
+ * descriptors, asked for (os/fdbudget.h); one this table cannot drop (none
+ * old enough) is left for another listener. */
+static void relieve(gbNetPending_t* t, int64_t now) {
+  while (t->n > 0 && gbFdReliefTake()) {
+    if (!evictOldest(t, now, "this process ran out of descriptors for its own sockets")) {
+      gbFdReliefReturn();
+      return;
+    }
+  }
+}
+
 void gbNetPendingServe(gbNetPending_t* t, int64_t now) {
+  relieve(t, now);
   /* Backwards, so the swap in drop brings in one already seen. */
   for (int i = t->n - 1; i >= 0; i--) advance(t, i, now);
   if (t->pfd[0].revents != 0) acceptSome(t, now);

@@ -14,11 +14,15 @@
 #include <unistd.h>
 
 #include "base/result.h"
+#include "os/fdbudget.h"
 
 /* Longest single poll(): how late an abort flag may be noticed. */
 #define POLL_CAP_MS 50
 /* Connect retries back off from 1 ms to this. */
 #define BACKOFF_CAP_MS 100
+/* Out of descriptors: how often socket() is tried again while listeners
+ * drop strangers' connections (their threads look every 50-100 ms). */
+#define RELIEF_LOOK_MS 5
 
 static const char* errText(int e, char* buf, size_t len) { return strerror_r(e, buf, len); }
 
@@ -33,12 +37,44 @@ static int aborted(const atomic_int* abortFlag) {
   return abortFlag != NULL && atomic_load_explicit(abortFlag, memory_order_relaxed) != 0;
 }
 
+/* socket(); when the process is out of descriptors while listeners keep
+ * strangers' connections waiting, they are asked to drop some
+ * (os/fdbudget.h) and socket() is tried again, for at most
+ * GB_FD_RELIEF_TTL_NS or until the abort flag is set. On failure errno says
+ * why. */
+static int openSocket(int family, const atomic_int* abortFlag) {
+  gbDeadline_t d = {gbClockNowNs() + GB_FD_RELIEF_TTL_NS};
+  for (;;) {
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int e = errno;
+    if (fd >= 0 || gbDeadlinePassed(d) || aborted(abortFlag) || !gbFdAskRelief(e)) {
+      errno = e;
+      return fd;
+    }
+    struct timespec ts = {0, RELIEF_LOOK_MS * 1000000L}; /* a listener's thread drops them meanwhile */
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Why socket() failed, with what to do when descriptors ran out. */
+static const char* socketErrText(int e, char* buf, size_t len) {
+  char eb[128], lim[80];
+  if (e == EMFILE || e == ENFILE)
+    snprintf(buf, len, "%s (%s, and no stranger's waiting connection is left to drop: this job needs more; raise it)",
+             errText(e, eb, sizeof(eb)), gbFdLimitText(lim, sizeof(lim)));
+  else
+    snprintf(buf, len, "%s", errText(e, eb, sizeof(eb)));
+  return buf;
+}
+
 gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boundOut) {
-  char as[80], eb[128];
+  char as[80], eb[256];
   *fdOut = -1;
   gbSockAddrString(addr, as, sizeof(as));
-  int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return gbErrorSet(gbSystemError, "cannot create a socket to listen on %s: %s", as, errText(errno, eb, sizeof(eb)));
+  int fd = openSocket(addr->sa.ss_family, NULL);
+  if (fd < 0)
+    return gbErrorSet(gbSystemError, "cannot create a socket to listen on %s: %s", as,
+                      socketErrText(errno, eb, sizeof(eb)));
   int one = 1;
   /* A restarted job may reuse the port while old connections linger. */
   (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -78,7 +114,7 @@ static int retryable(int e) {
  * is closed). A pending connect is awaited until the deadline or abort. */
 static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
                        int* fdOut) {
-  int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = openSocket(addr->sa.ss_family, abortFlag);
   if (fd < 0) return errno;
   setNoDelay(fd);
   int e = 0;
@@ -108,7 +144,7 @@ static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const at
 
 gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
                          int* fdOut) {
-  char as[80], eb[128];
+  char as[80], eb[256];
   int64_t start = gbClockNowNs();
   int backoffMs = 1, lastErr = 0;
   *fdOut = -1;
@@ -119,7 +155,7 @@ gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline, const 
     if (lastErr == 0) return gbSuccess;
     if (!retryable(lastErr))
       return gbErrorSet(gbSystemError, "cannot connect to %s: %s", gbSockAddrString(addr, as, sizeof(as)),
-                        errText(lastErr, eb, sizeof(eb)));
+                        socketErrText(lastErr, eb, sizeof(eb)));
     if (gbDeadlinePassed(deadline)) break;
     /* Back off before the next try (the peer may not listen yet), waking
      * every POLL_CAP_MS to notice an abort; never past the deadline. */
@@ -172,6 +208,17 @@ gbResult_t gbSockAccept(int listenFd, int* fdOut, gbSockAddr_t* peerOut) {
     }
     return gbErrorSet(gbSystemError, "accept: %s", errText(e, eb, sizeof(eb)));
   }
+}
+
+int64_t gbSockQueuedNs(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof(ti);
+  memset(&ti, 0, sizeof(ti));
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < sizeof(ti)) return 0;
+  /* Both count from the connection's completion while nothing came since;
+   * the smaller one never overstates. */
+  uint32_t ms = ti.tcpi_last_data_recv < ti.tcpi_last_ack_recv ? ti.tcpi_last_data_recv : ti.tcpi_last_ack_recv;
+  return (int64_t)ms * 1000000;
 }
 
 /* Writes errno e's text to err; errno stays e for callers that look at it. */

@@ -47,6 +47,10 @@ gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline,
  * (errno EMFILE, ENFILE, ENOBUFS or ENOMEM): a temporary state, the
  * connection stays queued; the caller frees some or tries again later. */
 gbResult_t gbSockAccept(int listenFd, int* fdOut, gbSockAddr_t* peerOut);
+/* How long ago an accepted connection last heard from its peer (TCP_INFO):
+ * for one that sent nothing, since the kernel completed it, including the
+ * time it waited in the accept queue; 0 when unknown. */
+int64_t gbSockQueuedNs(int fd);
 
 /* Sends/receives exactly len bytes, waiting with poll() up to the deadline.
  * what names the exchange in error messages ("hello to rank 3"). */

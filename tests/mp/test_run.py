@@ -10,8 +10,12 @@ import re
 import signal
 import subprocess
 import sys
+import socket
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+from ports import free_port  # noqa: E402 (tests/ports.py)
 
 BUILD = os.environ.get("GB_TEST_BUILD_DIR", "")
 RUN = os.path.join(BUILD, "bin", "gpubridge-run")
@@ -219,10 +223,28 @@ def test_env_vendor_per_rank():
 
 
 def test_env_without_vendors():
-    check_env(["-n", "3", "--port", "29517"], None, 3, port=29517)
+    port = free_port()
+    check_env(["-n", "3", "--port", str(port)], None, 3, port=port)
     # GPUBRIDGE_VENDOR left as inherited without --vendors, replaced with it.
     check_env(["-n", "2"], ["amd", "amd"], 2, env={"GPUBRIDGE_VENDOR": "amd"})
     check_env(["--vendors", "nvidia:2"], ["nvidia", "nvidia"], 2, env={"GPUBRIDGE_VENDOR": "amd"})
+
+
+def test_port_in_use(tmp):
+    """--port P where another program listens on 127.0.0.1:P: refused before
+    any rank starts (rank 0 could not host the rendezvous there), naming the
+    port and how to find who holds it."""
+    marker = os.path.join(tmp, "started")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", free_port()))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        rc, out, err, took = run(["-n", "2", "--port", str(port), "--", "sh", "-c", "touch " + marker])
+    check(rc == 1, "--port %d in use: exit %d, want 1 (stderr %r)" % (port, rc, err))
+    check(not os.path.exists(marker), "--port %d in use: a rank was started" % port)
+    want = "gpubridge-run: --port %d: the port is in use on 127.0.0.1" % port
+    check(want in err and "no rank was started" in err and "ss -ltnp 'sport = :%d'" % port in err,
+          "--port %d in use: stderr %r, want %r, 'no rank was started' and the ss command" % (port, err, want))
 
 
 def test_job_secret():

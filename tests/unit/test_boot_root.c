@@ -2,7 +2,8 @@
  * but carries fields out of range (a negative or huge world size,
  * unterminated strings) gets a verdict naming it, never a crash; the root
  * stops listening before it sends its verdict, so a rank that retries init
- * at once cannot reach a root on its way out. */
+ * at once cannot reach a root on its way out; every probe is acknowledged at
+ * once, long before the verdict. */
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -71,10 +72,18 @@ static int connectTo(const gbSockAddr_t* a, int rcvbuf) {
   return fd;
 }
 
-/* Reads a failure verdict; returns its result (-1: none) and its text. */
+/* Reads the acknowledgement, then a failure verdict; returns its result
+ * (-1: none) and its text. */
 static int readVerdict(int fd, char* text, size_t len, double seconds) {
   gbVerdictHeader_t h;
+  uint32_t ack = 0;
   text[0] = '\0';
+  int64_t sent = gbClockNowNs();
+  if (gbSockRecvAll(fd, &ack, sizeof(ack), gbDeadlineIn(seconds), NULL, "acknowledgement") != gbSuccess) return -1;
+  double ackSec = (double)(gbClockNowNs() - sent) / 1e9;
+  CHECK(ack == GB_BOOT_PROBE_ACK, "the root's acknowledgement is %08x, want %08x", ack, GB_BOOT_PROBE_ACK);
+  CHECK(ackSec < GB_BOOT_ACK_SECONDS, "the acknowledgement took %.2f s, ranks wait %.1f s", ackSec,
+        GB_BOOT_ACK_SECONDS);
   if (gbSockRecvAll(fd, &h, sizeof(h), gbDeadlineIn(seconds), NULL, "verdict") != gbSuccess) return -1;
   if (h.magic != GB_BOOT_VERDICT_MAGIC || h.textLen >= len) return -1;
   if (gbSockRecvAll(fd, text, h.textLen, gbDeadlineIn(seconds), NULL, "verdict text") != gbSuccess) return -1;
@@ -129,10 +138,11 @@ static void closedBeforeVerdict(void) {
     makeMsg(&m, r, N, 3);
     CHECK(gbSockSendAll(fds[r], &m, sizeof(m), gbDeadlineIn(5), NULL, "probe") == gbSuccess, "%s", gbErrorLast());
   }
-  /* The verdict has begun once bytes reach rank 0 (peeked, not read). */
+  /* The verdict has begun once bytes past the acknowledgement reach rank 0
+   * (peeked, not read). */
   gbDeadline_t d = gbDeadlineIn(10);
-  char c;
-  while (recv(fds[0], &c, 1, MSG_PEEK | MSG_DONTWAIT) != 1 && !gbDeadlinePassed(d)) {
+  char c[sizeof(uint32_t) + 1];
+  while (recv(fds[0], c, sizeof(c), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(c) && !gbDeadlinePassed(d)) {
     struct pollfd p = {fds[0], POLLIN, 0};
     poll(&p, 1, 20);
   }

@@ -67,13 +67,15 @@ static int ephemeralLow(void) {
 }
 
 /* Whether port (0: any) can be bound on 127.0.0.1 now; *got is the port,
- * *err the errno of a failure. */
-static int bindable(int port, int* got, int* err) {
+ * *err the errno of a failure. reuse: with SO_REUSEADDR, as rank 0's root
+ * binds (connections of an earlier job lingering in TIME_WAIT do not count). */
+static int bindable(int port, int reuse, int* got, int* err) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *err = errno;
     return 0;
   }
+  if (reuse) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse));
   struct sockaddr_in a;
   memset(&a, 0, sizeof(a));
   a.sin_family = AF_INET;
@@ -96,11 +98,25 @@ static gbResult_t pickFreePort(int* port) {
   for (int i = 0; hi > lo && i < PORT_TRIES; i++) {
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) break;
-    if (bindable(lo + (int)(r % (uint32_t)(hi - lo + 1)), port, &err)) return gbSuccess;
+    if (bindable(lo + (int)(r % (uint32_t)(hi - lo + 1)), 0, port, &err)) return gbSuccess;
   }
-  if (bindable(0, port, &err)) return gbSuccess;
+  if (bindable(0, 0, port, &err)) return gbSuccess;
   return gbRunFail(gbSystemError, "cannot find a free port on 127.0.0.1: %s (give one with --port)",
                    strerror(err));
+}
+
+/* --port P: rank 0 must be able to listen on 127.0.0.1:P, so it is checked
+ * before any rank starts (a rank 0 that cannot would fail, and the others
+ * with it). */
+static gbResult_t checkGivenPort(int port) {
+  int got = 0, err = 0;
+  if (bindable(port, 1, &got, &err)) return gbSuccess;
+  if (err == EADDRINUSE)
+    return gbRunFail(gbSystemError, "--port %d: the port is in use on 127.0.0.1 (MASTER_ADDR), where rank 0 must "
+                     "listen; no rank was started. Choose another port, leave --port out for a free one, or "
+                     "find the process holding it: ss -ltnp 'sport = :%d'", port, port);
+  return gbRunFail(gbSystemError, "--port %d: cannot listen on 127.0.0.1:%d: %s; no rank was started. Choose another "
+                   "port, or leave --port out for a free one", port, port, strerror(err));
 }
 
 /* The cores this launcher (and so each rank) may run on. */
@@ -149,6 +165,7 @@ static gbResult_t limitOpenMpThreads(int nranks) {
 gbResult_t gbRunEnvPrepare(const gbRunOptions_t* opts) {
   int port = opts->port;
   if (port == 0) GB_RUN_CHECK(pickFreePort(&port));
+  else GB_RUN_CHECK(checkGivenPort(port));
   GB_RUN_CHECK(setIntVar("WORLD_SIZE", opts->nranks));
   GB_RUN_CHECK(setIntVar("LOCAL_WORLD_SIZE", opts->nranks));
   GB_RUN_CHECK(setVar("GROUP_RANK", "0"));
