@@ -126,10 +126,14 @@ static const char wrongSecretText[] =
     "or the same unique id (GPUBRIDGE_UNIQUE_ID, the bytes of one gbGetUniqueId)";
 
 static void tellWrongSecret(int fd) {
+  /* As a rank hears every verdict: the acknowledgement, then a failed verdict with its text. */
   struct {
+    uint32_t ack;
     gbVerdictHeader_t h;
     char text[sizeof(wrongSecretText) - 1];
   } m;
+  _Static_assert(offsetof(__typeof__(m), h) == sizeof(uint32_t), "the header follows the acknowledgement at once");
+  m.ack = GB_BOOT_PROBE_ACK;
   m.h = (gbVerdictHeader_t){GB_BOOT_VERDICT_MAGIC, gbInvalidUsage, (uint32_t)sizeof(m.text), 0};
   memcpy(m.text, wrongSecretText, sizeof(m.text));
   char err[128], sink[512];
