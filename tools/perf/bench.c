@@ -50,7 +50,8 @@ static void fillHalf(perfHalf_t* h, int ran, double seconds, size_t bytes, doubl
  * then the baseline's. */
 #define FORMS 4
 
-static void runSize(perfRun_t* runs[2], perfState_t* st, perfTable_t* table, size_t bytes, size_t count) {
+static void runSize(perfRun_t* runs[2], perfState_t* st, perfTable_t* table, perfProgress_t* progress, size_t bytes,
+                    size_t count) {
   perfRun_t* gb = runs[0];
   perfCtx_t* ctx = gb->ctx;
   int inPlace = perfCollHasInPlace(gb->coll);
@@ -85,6 +86,7 @@ static void runSize(perfRun_t* runs[2], perfState_t* st, perfTable_t* table, siz
     row->inPlace.phases = h[2 * k + 1].phases;
   }
   perfRun_t* base = runs[1];
+  perfProgressClear(progress); /* the row takes the progress line's place */
   perfTableRow(table, gb->opts, ctx, &rows[0], base ? &rows[1] : NULL, base ? perfVendorLabel(base->vendor) : NULL);
 }
 
@@ -96,6 +98,14 @@ void perfBenchSweep(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* stat
   perfRun_t* runs[2] = {&gb, baseline ? &vendor : NULL};
   /* A size is nranks parts of count elements for all_gather, reduce_scatter, alltoall. */
   size_t unit = perfTypeSize(dt) * (size_t)perfCollParts(opts->coll, ctx->topo.nranks);
+  char what[96];
+  snprintf(what, sizeof(what), "%s %s%s%s", perfCollName(opts->coll), perfTypeName(dt),
+           perfCollReduces(opts->coll) ? " " : "", perfCollReduces(opts->coll) ? perfOpName(op) : "");
+  perfProgress_t progress;
+  perfProgressStart(&progress, opts, ctx->topo.rank, unit, what);
   size_t raw = 0, bytes = 0;
-  while (perfOptionsNextSize(opts, unit, &raw, &bytes)) runSize(runs, state, table, bytes, bytes / unit);
+  while (perfOptionsNextSize(opts, unit, &raw, &bytes)) {
+    perfProgressSize(&progress, bytes);
+    runSize(runs, state, table, &progress, bytes, bytes / unit);
+  }
 }

@@ -37,6 +37,8 @@ static const char usageText[] =
     "      --baseline          real GPUs: also run each size through NCCL or RCCL alone\n"
     "      --phases            also print rank 0's mean time per phase of a call (check,\n"
     "                          island, wait, bridge, after), from the flight recorder\n"
+    "      --progress 0|1      1: rank 0 says on stderr which size of how many runs and\n"
+    "                          the time left (default: when its stderr is a terminal)\n"
     "      --version           the library's version, MAJOR.MINOR.PATCH, alone on a line\n"
     "  -h, --help              this text\n"
     "nccl-tests flags taken at the values that mean what gpubridge-perf does: -t 1, -g 1\n"
@@ -153,6 +155,7 @@ static void setDefaults(perfOptions_t* opts) {
   opts->blocking = 0;
   opts->average = PERF_AVG_MEAN;
   opts->events = 1;
+  opts->progress = -1;
   opts->root = 0;
   opts->nTypes = 1;
   opts->types[0] = gbFloat32;
@@ -202,6 +205,7 @@ static void buildOptions(struct option* longOpts, char* shortOpts, size_t shortL
       {"timeout", required_argument, 0, 'T'},    {"output_file", required_argument, 0, 'J'},
       {"tune", required_argument, 0, 'U'},       {"baseline", no_argument, 0, 'B'},
       {"phases", no_argument, 0, 'P'},
+      {"progress", required_argument, 0, 'Q'},
       {"help", no_argument, 0, 'h'},             {"version", no_argument, 0, 'v'}};
   int n = 0;
   for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) longOpts[n++] = own[k];
@@ -284,6 +288,9 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
       case 'B': opts->baseline = 1;
                 break;
       case 'P': opts->phases = 1;
+                break;
+      case 'Q': if (parseInt(a, 0, 1, &opts->progress) != 0)
+                  return fail("--progress wants 0 or 1; got '%s'", a);
                 break;
       case 'h':
         if (firstRank()) fputs(usageText, stdout);

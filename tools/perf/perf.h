@@ -15,6 +15,7 @@
  *   phases.c      --phases: rank 0's time per phase, from the flight recorder
  *   events.c      timing with device events on real GPUs
  *   bench.c       one (type, op, root) sweep over the sizes, with --baseline
+ *   progress.c    --progress: rank 0's size k of n and time left, on stderr
  *   tune.c        --tune: the fastest all-reduce policy per size
  *   thresholds.c  the thresholds file --tune writes
  *   vendor.c      NCCL or RCCL alone, loaded with dlopen, for --baseline
@@ -91,6 +92,7 @@ typedef struct {
   const char* tunePath;  /* --tune FILE; NULL: none */
   int baseline;          /* --baseline */
   int phases;            /* --phases */
+  int progress;          /* --progress: 1 on, 0 off, -1 (default) when stderr is a terminal */
   int version;           /* --version on the rank that prints it */
 } perfOptions_t;
 
@@ -436,5 +438,20 @@ void perfTuneRun(perfCtx_t* ctx, const perfOptions_t* opts, perfState_t* st, FIL
  * (unbounded), a boundary at each size where the winner changes. */
 void perfThresholdsWrite(FILE* f, const perfTunePoint_t* points, int n, const char* collective,
                          const char* date, int nranks, const char* layout);
+
+/* ---------------------------------------------------------------- progress */
+
+typedef struct {
+  int on, terminal, done, total;
+  const char* what;
+  double start, costDone, costLeft;
+} perfProgress_t;
+
+/* Counts the sweep's sizes; on only on rank 0, as opts->progress says. */
+void perfProgressStart(perfProgress_t* p, const perfOptions_t* opts, int rank, size_t unit, const char* what);
+/* Before each size: size k of n, and the time left once one size has run. */
+void perfProgressSize(perfProgress_t* p, size_t bytes);
+/* Clears a terminal's progress line before a table row is printed. */
+void perfProgressClear(perfProgress_t* p);
 
 #endif
