@@ -1,8 +1,10 @@
-"""Where a bridged collective's time goes, drawn from gpubridge-perf output.
+"""Where a bridged collective's time goes, drawn from gpubridge-perf output;
+with --kind bandwidth, bus bandwidth against size (_plot_bandwidth.py).
 
     gpubridge-run -n 4 --vendors nvidia:2,amd:2 -- \\
         gpubridge-perf all_reduce -b 8 -e 64M -f 4 --phases -J perf.json
     python -m gpubridge.plot perf.json -o phases.png [--form in_place]
+    python -m gpubridge.plot perf.json [other.json ...] --kind bandwidth -o busbw.png
 
 One stacked bar per size: the share of rank 0's mean time per call spent in
 each phase (check, island, wait, bridge, after; tools/perf/README.md), with
@@ -16,6 +18,8 @@ import csv
 import json
 import os
 import sys
+
+from . import _plot_bandwidth
 
 PHASES = ("check", "island", "wait", "bridge", "after")
 COLORS = ("#9e9e9e", "#4c72b0", "#dd8452", "#c44e52", "#55a868")
@@ -132,15 +136,20 @@ def main(argv=None):
     ap.add_argument("--form", choices=("out_of_place", "in_place"), default="out_of_place",
                     help="which form's phases to draw (default out_of_place)")
     ap.add_argument("--title", default="", help="a title above the panels")
+    ap.add_argument("--kind", choices=("phases", "bandwidth"), default="phases",
+                    help="phases (default): each size's time per phase; bandwidth: busbw against size, with "
+                    "--baseline's vendor library where the run had it, one line per file and form")
     args = ap.parse_args(argv)
+    kind = _plot_bandwidth if args.kind == "bandwidth" else None
     try:
-        rows = read_rows(args.files, args.form)
-    except InputError as e:
+        rows = kind.read_rows(args.files) if kind else read_rows(args.files, args.form)
+    except (InputError, _plot_bandwidth.InputError) as e:
         print("gpubridge.plot: %s" % e, file=sys.stderr)
         return 1
     csv_path = os.path.splitext(args.output)[0] + ".csv"
-    write_csv(rows, csv_path)
-    if draw(rows, args.output, args.title):
+    (kind.write_csv if kind else write_csv)(rows, csv_path)
+    drawn = kind.draw(rows, args.output, args.title, size_label) if kind else draw(rows, args.output, args.title)
+    if drawn:
         print("gpubridge.plot: wrote %s and %s (%d rows)" % (args.output, csv_path, len(rows)))
     else:
         print("gpubridge.plot: matplotlib is not installed, so no picture: wrote %s only (%d rows); "

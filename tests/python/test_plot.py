@@ -3,7 +3,10 @@
 the chosen form, with their values; the PNG is a PNG of a plausible size (with
 matplotlib); without matplotlib (an import that fails) only the CSV is
 written and the command says so; a file without phases, a broken line and a
-missing file are refused with exit 1 and a message naming the file."""
+missing file are refused with exit 1 and a message naming the file. With
+--kind bandwidth: the CSV holds every size's busbw of gpubridge (out of place,
+in place) and of the --baseline library, from two runs, and the PNG is drawn;
+a file of metadata alone is refused."""
 import csv
 import json
 import os
@@ -50,6 +53,50 @@ def run(args, env_extra=None):
     p = subprocess.run([sys.executable, "-m", "gpubridge.plot"] + args, capture_output=True, text=True, timeout=120,
                        env=env)
     return p.returncode, p.stdout + p.stderr
+
+
+def bw_row(size, busbw, base_busbw=None):
+    r = row(size, 10.0, None)
+    r["out_of_place"]["busbw_gbps"], r["in_place"]["busbw_gbps"] = busbw, busbw / 2
+    if base_busbw is not None:
+        r["baseline"] = {"library": "NCCL 2.28.0", "out_of_place": dict(r["out_of_place"], busbw_gbps=base_busbw),
+                         "in_place": None}
+    return r
+
+
+def check_bandwidth(tmp, check):
+    runs = {"first": {1024: (0.5, 0.75), 1048576: (10.0, 12.5)}, "second": {1024: (0.25, None), 4096: (1.5, None)}}
+    paths = []
+    for name, sizes in runs.items():
+        paths.append(os.path.join(tmp, name + ".json"))
+        with open(paths[-1], "w") as f:
+            f.write(json.dumps({"meta": {"tool": "gpubridge-perf"}}) + "\n")
+            for size, (bw, base) in sizes.items():
+                f.write(json.dumps(bw_row(size, bw, base)) + "\n")
+    out = os.path.join(tmp, "busbw.png")
+    rc, text = run(paths + ["--kind", "bandwidth", "-o", out])
+    check(rc == 0, "bandwidth: exit %d: %s" % (rc, text))
+    with open(os.path.join(tmp, "busbw.csv")) as f:
+        got = sorted((r["run"], r["library"], r["form"], int(r["size_bytes"]), float(r["busbw_gbps"]))
+                     for r in csv.DictReader(f))
+    want = []
+    for name, sizes in runs.items():
+        for size, (bw, base) in sizes.items():
+            want += [(name, "gpubridge", "out_of_place", size, bw), (name, "gpubridge", "in_place", size, bw / 2)]
+            if base is not None:
+                want.append((name, "NCCL 2.28.0", "out_of_place", size, base))
+    check(got == sorted(want), "bandwidth CSV:\n  got  %s\n  want %s" % (got, sorted(want)))
+    try:
+        import matplotlib  # noqa: F401
+        size = png_size(out)
+        check(size is not None and size[0] >= 400 and size[1] >= 300, "bandwidth PNG: %s" % (size,))
+    except ImportError:
+        print("SKIP: the bandwidth PNG check needs matplotlib; the CSV was checked")
+    meta = os.path.join(tmp, "meta.json")
+    with open(meta, "w") as f:
+        f.write(json.dumps({"meta": {"tool": "gpubridge-perf"}}) + "\n")
+    rc, text = run([meta, "--kind", "bandwidth", "-o", os.path.join(tmp, "meta.png")])
+    check(rc == 1 and "no result rows; run gpubridge-perf with -J FILE" in text, "metadata only: %d %r" % (rc, text))
 
 
 def main():
@@ -120,6 +167,8 @@ def main():
         check(rc == 1 and "%s:2: not a JSON line" % broken in text, "broken line: exit %d, %r" % (rc, text))
         rc, text = run([os.path.join(tmp, "missing.json")])
         check(rc == 1 and "missing.json: No such file" in text, "missing file: exit %d, %r" % (rc, text))
+
+        check_bandwidth(tmp, check)
 
     if problems:
         gbtest.fail("; ".join(problems))
