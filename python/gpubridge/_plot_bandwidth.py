@@ -5,16 +5,13 @@ where the run had --baseline, the vendor library's alone on the same sizes.
 Several files (runs) draw side by side in one panel, each labelled by its
 file name. The same numbers go to a CSV next to the picture."""
 import csv
-import json
 import os
+
+from ._perf_json import InputError, json_rows
 
 FORMS = ("out_of_place", "in_place")
 CSV_FIELDS = ("run", "collective", "type", "redop", "library", "form", "size_bytes", "time_us", "busbw_gbps",
               "algbw_gbps")
-
-
-class InputError(Exception):
-    pass
 
 
 def _halves(row):
@@ -29,32 +26,20 @@ def _halves(row):
 
 def read_rows(paths):
     out = []
-    for path in paths:
+    for path, n, row in json_rows(paths):
+        if not isinstance(row, dict) or "size_bytes" not in row:
+            continue  # the metadata line
         run = os.path.splitext(os.path.basename(path))[0]
         try:
-            f = open(path)
-        except OSError as e:
-            raise InputError("%s: %s" % (path, e.strerror)) from None
-        with f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as e:
-                    raise InputError("%s:%d: not a JSON line of gpubridge-perf -J (%s)" % (path, n, e)) from None
-                if not isinstance(row, dict) or "size_bytes" not in row:
-                    continue  # the metadata line
-                try:
-                    for library, form, half in _halves(row):
-                        if not isinstance(half, dict):
-                            continue  # a form the collective lacks (null)
-                        out.append({"run": run, "collective": row["collective"], "type": row["type"],
-                                    "redop": row["redop"], "library": library, "form": form,
-                                    "size_bytes": int(row["size_bytes"]), "time_us": float(half["time_us"]),
-                                    "busbw_gbps": float(half["busbw_gbps"]), "algbw_gbps": float(half["algbw_gbps"])})
-                except (KeyError, TypeError, ValueError) as e:
-                    raise InputError("%s:%d: a result row lacks %s" % (path, n, e)) from None
+            for library, form, half in _halves(row):
+                if not isinstance(half, dict):
+                    continue  # a form the collective lacks (null)
+                out.append({"run": run, "collective": row["collective"], "type": row["type"],
+                            "redop": row["redop"], "library": library, "form": form,
+                            "size_bytes": int(row["size_bytes"]), "time_us": float(half["time_us"]),
+                            "busbw_gbps": float(half["busbw_gbps"]), "algbw_gbps": float(half["algbw_gbps"])})
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("%s:%d: a result row lacks %s" % (path, n, e)) from None
     if not out:
         raise InputError("%s: no result rows; run gpubridge-perf with -J FILE" % ", ".join(paths))
     return out

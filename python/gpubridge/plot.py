@@ -15,11 +15,11 @@ says so. No GPU, torch or libgpubridge is needed.
 """
 import argparse
 import csv
-import json
 import os
 import sys
 
 from . import _plot_bandwidth
+from ._perf_json import InputError, json_rows
 
 PHASES = ("check", "island", "wait", "bridge", "after")
 COLORS = ("#9e9e9e", "#4c72b0", "#dd8452", "#c44e52", "#55a868")
@@ -27,39 +27,23 @@ CSV_FIELDS = ("collective", "type", "redop", "form", "size_bytes", "time_us") + 
     p + "_us" for p in PHASES) + ("records",)
 
 
-class InputError(Exception):
-    pass
-
-
 def read_rows(paths, form):
     """The rows of gpubridge-perf -J files that carry phases for form, as CSV dicts."""
     out = []
-    for path in paths:
+    for path, n, row in json_rows(paths):
+        half = row.get(form) if isinstance(row, dict) else None
+        ph = half.get("phases") if isinstance(half, dict) else None
+        if not isinstance(ph, dict):
+            continue
         try:
-            f = open(path)
-        except OSError as e:
-            raise InputError("%s: %s" % (path, e.strerror)) from None
-        with f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as e:
-                    raise InputError("%s:%d: not a JSON line of gpubridge-perf -J (%s)" % (path, n, e)) from None
-                half = row.get(form) if isinstance(row, dict) else None
-                ph = half.get("phases") if isinstance(half, dict) else None
-                if not isinstance(ph, dict):
-                    continue
-                try:
-                    rec = {"collective": row["collective"], "type": row["type"], "redop": row["redop"], "form": form,
-                           "size_bytes": int(row["size_bytes"]), "time_us": float(half["time_us"]),
-                           "records": int(ph["records"])}
-                    for p in PHASES:
-                        rec[p + "_us"] = float(ph[p + "_us"])
-                except (KeyError, TypeError, ValueError) as e:
-                    raise InputError("%s:%d: a row with phases lacks %s" % (path, n, e)) from None
-                out.append(rec)
+            rec = {"collective": row["collective"], "type": row["type"], "redop": row["redop"], "form": form,
+                   "size_bytes": int(row["size_bytes"]), "time_us": float(half["time_us"]),
+                   "records": int(ph["records"])}
+            for p in PHASES:
+                rec[p + "_us"] = float(ph[p + "_us"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError("%s:%d: a row with phases lacks %s" % (path, n, e)) from None
+        out.append(rec)
     if not out:
         raise InputError("%s: no %s rows with phases; run gpubridge-perf with --phases -J FILE"
                          % (", ".join(paths), form))
@@ -143,7 +127,7 @@ def main(argv=None):
     kind = _plot_bandwidth if args.kind == "bandwidth" else None
     try:
         rows = kind.read_rows(args.files) if kind else read_rows(args.files, args.form)
-    except (InputError, _plot_bandwidth.InputError) as e:
+    except InputError as e:
         print("gpubridge.plot: %s" % e, file=sys.stderr)
         return 1
     csv_path = os.path.splitext(args.output)[0] + ".csv"
