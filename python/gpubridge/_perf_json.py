@@ -1,7 +1,27 @@
-"""Reading gpubridge-perf -J files (one JSON object a line) for
-python -m gpubridge.plot: each line's object with where it came from, or an
-InputError naming the file and line."""
+"""What both kinds of python -m gpubridge.plot share: reading gpubridge-perf
+-J files (one JSON object a line; each line's object with where it came
+from, or an InputError naming the file and line), the CSV, matplotlib."""
+import csv
 import json
+
+
+def write_csv(rows, path, fields):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
 
 
 class InputError(Exception):

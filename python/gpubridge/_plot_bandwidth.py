@@ -4,9 +4,9 @@ type, op) one panel with gpubridge's out-of-place and in-place busbw and,
 where the run had --baseline, the vendor library's alone on the same sizes.
 Several files (runs) draw side by side in one panel, each labelled by its
 file name. The same numbers go to a CSV next to the picture."""
-import csv
 import os
 
+from . import _perf_json
 from ._perf_json import InputError, json_rows
 
 FORMS = ("out_of_place", "in_place")
@@ -46,20 +46,13 @@ def read_rows(paths):
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
+    _perf_json.write_csv(rows, path, CSV_FIELDS)
 
 
 def draw(rows, path, title, size_label):
     """Writes the PNG; returns False when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _perf_json.pyplot()
+    if plt is None:
         return False
     panels = {}
     for r in rows:

@@ -14,11 +14,11 @@ matplotlib is optional: without it only the CSV is written, and the command
 says so. No GPU, torch or libgpubridge is needed.
 """
 import argparse
-import csv
 import os
 import sys
 
 from . import _plot_bandwidth
+from . import _perf_json
 from ._perf_json import InputError, json_rows
 
 PHASES = ("check", "island", "wait", "bridge", "after")
@@ -68,20 +68,13 @@ def series(rows):
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
+    _perf_json.write_csv(rows, path, CSV_FIELDS)
 
 
 def draw(rows, path, title):
     """Writes the PNG; returns False when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _perf_json.pyplot()
+    if plt is None:
         return False
     groups = series(rows)
     fig, axes = plt.subplots(len(groups), 1, figsize=(max(6.0, 0.7 * max(len(v) for v in groups.values()) + 2),
