@@ -10,8 +10,8 @@ each rank's speed (samples per second) that add up to the global batch:
     state = gpubridge.WeightedAvgState(weight=b, total=global_batch)
 
 step() runs one step at batch_size and must not communicate (forward and
-backward under ddp.no_sync(), or on the local module): a DDP step waits for
-the slowest rank, so its time says nothing of this rank's speed.
+backward of the module DDP wraps, ddp.module): a DDP step waits for the
+slowest rank, so its time says nothing of this rank's speed.
 propose_batch_sizes() is the arithmetic alone: exact (fractions), so every
 rank that gives it the same times gets the same sizes.
 """

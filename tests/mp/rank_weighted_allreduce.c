@@ -8,7 +8,7 @@
  * Checks: W is the exact sum; each result equals, bit for bit, the documented
  * order with every rank's contribution (w_k / W) * x_k (computed here for
  * every rank, rank_common.h); for float32 and float64 it is within
- * (n + 2) * eps * sum_k |w_k x_k| / W of the exact weighted mean.
+ * (n + 2) * u * sum_k |w_k x_k| / W of the exact weighted mean.
  *
  * Usage: rank_weighted_allreduce --layout V0,V1,...   (GPUBRIDGE_CHUNK_BYTES and
  * GPUBRIDGE_RING_MIN_BYTES set by the driver) */
@@ -47,7 +47,7 @@ static void weightedAllReduce(gbComm_t comm, void* stream, void* buf, size_t cou
 
 /* float32/float64 only: got against the exact weighted mean (long double). */
 static void checkBound(const char* what, const void* got, size_t count, int dt, int caseIdx, double total) {
-  long double eps = dt == gbFloat32 ? ldexpl(1, -24) : ldexpl(1, -53);
+  long double u = dt == gbFloat32 ? ldexpl(1, -24) : ldexpl(1, -53);
   char in[8];
   for (size_t i = 0; i < count; i++) {
     long double exact = 0, mag = 0;
@@ -60,9 +60,9 @@ static void checkBound(const char* what, const void* got, size_t count, int dt, 
     exact /= total;
     mag /= total;
     long double g = dt == gbFloat32 ? ((const float*)got)[i] : ((const double*)got)[i];
-    if (fabsl(g - exact) > (gN + 2) * eps * mag)
-      DIE("%s: element %zu is %.17Lg, the exact weighted mean %.17Lg: off by %.3Lg, more than (n + 2) eps "
-          "sum|w x| / W = %.3Lg", what, i, g, exact, fabsl(g - exact), (gN + 2) * eps * mag);
+    if (fabsl(g - exact) > (gN + 2) * u * mag)
+      DIE("%s: element %zu is %.17Lg, the exact weighted mean %.17Lg: off by %.3Lg, more than (n + 2) u "
+          "sum|w x| / W = %.3Lg", what, i, g, exact, fabsl(g - exact), (gN + 2) * u * mag);
   }
 }
 

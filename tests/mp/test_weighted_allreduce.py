@@ -4,8 +4,9 @@ weights (5, 11, 16, 3, ...), all-reduce them to W, then all-reduce float32,
 float64, float16 and bfloat16 buffers (1, 1000 and 33000 elements) with a
 PreMulSum op of scalar w_r / W, and compare bit for bit with the documented
 order computed for every rank, and (float32, float64) with the exact
-weighted mean within (n + 2) eps. Layouts and policies: hierarchical with
-unequal islands, flat, split-rail, native, three islands.
+weighted mean within (n + 2) u (u: the unit roundoff). Layouts and
+policies: hierarchical with unequal islands, flat, split-rail, native,
+three islands.
 
     python3 tests/mp/test_weighted_allreduce.py [--only SUBSTRING]
 """
