@@ -52,13 +52,15 @@ def ddp_comm_hook(state, bucket):
 
 
 def _check_weight(call, what, w, zero_ok=True):
+    meaning = ("the samples this rank's gradient is the mean of, e.g. its local batch size" if what == "weight"
+               else "the sum of every rank's weight")
     try:
         v = float(w)
     except (TypeError, ValueError):
-        raise Error(INVALID_ARGUMENT, "%s: %s %r is not a number" % (call, what, w)) from None
+        raise Error(INVALID_ARGUMENT, "%s: %s %r is not a number (%s)" % (call, what, w, meaning)) from None
     if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
-        raise Error(INVALID_ARGUMENT, "%s: %s %r must be a finite number %s 0 (the samples this rank's "
-                    "gradient averages, e.g. its local batch size)" % (call, what, w, ">=" if zero_ok else ">"))
+        raise Error(INVALID_ARGUMENT, "%s: %s %r must be a finite number %s 0 (%s)"
+                    % (call, what, w, ">=" if zero_ok else ">", meaning))
     return v
 
 

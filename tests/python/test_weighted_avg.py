@@ -3,7 +3,8 @@ with per-rank batches of 5, 11 and 16 samples (as balance_batch proposes
 from synthetic step times), the last step 3, 7 and 2, ends with the
 parameters of one process training on each step's global batch (float64:
 rtol 1e-12; float32: rtol 1e-5), bit-identical on every rank; also with a
-fixed total weight; the equal-weight avg hook must miss (weighted_job.py)."""
+fixed total weight; the equal-weight avg hook must miss; bad weights are
+refused where set, and all weights 0 fails every rank alike (weighted_job.py)."""
 import os
 import sys
 

@@ -54,7 +54,7 @@ def reference(world, dtype, fixed):
 
 
 def worker(device):
-    """One rank: the balance check, then every run; saves rank<r>.pt."""
+    """One rank: the balance check, every run, the refusals; saves rank<r>.pt."""
     import datetime
 
     import torch
@@ -102,8 +102,40 @@ def worker(device):
             check(state.last_total == want, "%s: the last step's total weight is %r, expected %r"
                   % (name, state.last_total, want))
         out[name] = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
+    refusals(device)
     torch.save(out, os.path.join(gbtest.worker_outdir(), "rank%d.pt" % rank))
     dist.destroy_process_group()
+
+
+def refusals(device):
+    """Weights refused where they are set; all weights 0 fails every rank alike."""
+    import torch
+
+    import gpubridge
+    from gbtest import check
+
+    def error_of(fn):
+        try:
+            fn()
+        except gpubridge.Error as e:
+            return str(e)
+        return None
+    for bad in (-1, float("nan"), float("inf"), "five"):
+        e = error_of(lambda: gpubridge.WeightedAvgState(weight=bad))
+        check(e and "weight" in e and "local batch size" in e, "weight %r: %s" % (bad, e))
+    e = error_of(lambda: gpubridge.WeightedAvgState(weight=1, total=0))
+    check(e and "total 0" in e, "total 0: %s" % e)
+
+    class Bucket:
+        def index(self):
+            return 0
+
+        def buffer(self):
+            return torch.ones(3, device=device)
+    e = error_of(lambda: gpubridge.weighted_avg_hook(gpubridge.HookState(), Bucket()))
+    check(e and "WeightedAvgState" in e, "a HookState given to weighted_avg_hook: %s" % e)
+    e = error_of(lambda: gpubridge.weighted_avg_hook(gpubridge.WeightedAvgState(weight=0), Bucket()))
+    check(e and "sum to 0.0" in e and "at least one rank" in e, "every weight 0: %s" % e)
 
 
 def check_states(states):
