@@ -21,12 +21,12 @@ from fractions import Fraction
 from ._lib import Error, INVALID_ARGUMENT
 
 
-def _number(what, v, positive=True):
+def _number(what, v):
     try:
         f = float(v)
     except (TypeError, ValueError):
         raise Error(INVALID_ARGUMENT, "gpubridge.balance: %s %r is not a number" % (what, v)) from None
-    if f != f or f in (float("inf"), float("-inf")) or (f <= 0 if positive else f < 0):
+    if f != f or f in (float("inf"), float("-inf")) or f <= 0:
         raise Error(INVALID_ARGUMENT, "gpubridge.balance: %s %r must be a finite number > 0" % (what, v))
     return f
 
