@@ -314,6 +314,9 @@ GB_API gbResult_t gbBarrier(gbComm_t comm, void* stream);
 
 /* Creates an op that sums scalar * x over ranks (what FSDP uses for its
  * gradient pre-division). *scalar has type datatype; residence says where.
+ * Each rank's scalar scales its own x and may differ from rank to rank: with
+ * w_r / W (W the all-reduced sum of the weights w_r) the op averages by
+ * weight (docs/REDUCTION_ORDER.md, "Weighted average").
  * The op belongs to comm and is valid until gbRedOpDestroy. */
 GB_API gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype,
                                          gbScalarResidence_t residence, gbComm_t comm);

@@ -4,9 +4,11 @@ vendors, from Python.
 - gpubridge._lib: ctypes wrappers of every C function (no torch needed).
 - With torch installed, `import gpubridge` registers the torch.distributed
   backend "gpubridge" and offers the direct API (init, all_reduce, ...) and
-  a DDP communication hook, and the flight recorder: observe, in_flight,
-  counters, dump_trace, and the staging memory held (memory) (python -m gpubridge.plot draws gpubridge-perf
-  --phases output). See docs/PYTHON.md.
+  DDP communication hooks (ddp_comm_hook; weighted_avg_hook for per-rank
+  batches of different sizes, which gpubridge.balance proposes), and the
+  flight recorder: observe, in_flight, counters, dump_trace, and the
+  staging memory held (memory) (python -m gpubridge.plot draws
+  gpubridge-perf --phases output). See docs/PYTHON.md.
 - The wheel also carries the C header (include_dir()), the drop-in NCCL ABI
   (drop_in_path()) and the tools gpubridge-run, gpubridge-perf and
   gpubridge-info (console scripts).
@@ -15,9 +17,11 @@ import atexit
 import os
 
 from . import _lib
+from . import balance  # noqa: F401 (needs no torch)
 from ._lib import Error, drop_in_path, get_version, get_version_code, has, library_path  # noqa: F401
 
-__all__ = ["Error", "drop_in_path", "get_version", "get_version_code", "has", "include_dir", "library_path"]
+__all__ = ["balance", "Error", "drop_in_path", "get_version", "get_version_code", "has", "include_dir",
+           "library_path"]
 
 
 def include_dir():
@@ -53,13 +57,14 @@ if _HAVE_TORCH:
                       all_reduce, reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor,
                       all_to_all_single, barrier, split)
     from .backend import BACKEND_NAME, ProcessGroupGpubridge, register as _register  # noqa: F401
-    from .hooks import HookState, ddp_comm_hook  # noqa: F401
+    from .hooks import HookState, WeightedAvgState, ddp_comm_hook, weighted_avg_hook  # noqa: F401
     from ._observe import Observer, counters, dump_trace, in_flight, memory, observe  # noqa: F401
 
     __all__ += ["Communicator", "Unsupported", "premul_sum", "Work", "init", "destroy", "is_initialized",
                 "get_unique_id", "get_topology", "all_reduce", "reduce", "broadcast", "all_gather_into_tensor",
                 "reduce_scatter_tensor", "all_to_all_single", "barrier", "split", "BACKEND_NAME",
-                "ProcessGroupGpubridge", "HookState", "ddp_comm_hook", "Observer", "observe", "in_flight",
+                "ProcessGroupGpubridge", "HookState", "ddp_comm_hook", "WeightedAvgState",
+                "weighted_avg_hook", "Observer", "observe", "in_flight",
                 "counters", "dump_trace", "memory"]
     _register()
     atexit.register(_destroy_all)

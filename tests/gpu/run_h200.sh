@@ -13,6 +13,8 @@ cmake -S . -B build-gpu -DGPUBRIDGE_WERROR=ON >/dev/null && cmake --build build-
 B=build-gpu
 export GB_TEST_BUILD_DIR=$PWD/$B GB_TEST_SOURCE_DIR=$PWD
 for t in tests/gpu/test_*.py; do echo "== $t"; timeout 400 python3 "$t"; echo "rc $?"; done
+echo "== the Python package's GPU suites (the backend; DDP with the weighted average, split-test on one GPU)"
+for t in tests/python/test_gpu_*.py; do echo "== $t"; timeout 400 python3 "$t"; echo "rc $?"; done
 echo "== call return against stream completion, 256 MiB, split-test (bridged)"
 GPUBRIDGE_SPLIT_TEST=half timeout 120 $B/bin/gpubridge-run -n 2 -- $B/tests/rank_enqueue_time 256 3
 echo "== native policy against raw NCCL, 1 MiB .. 1 GiB"

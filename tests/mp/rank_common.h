@@ -306,6 +306,7 @@ typedef struct {
   long long ringMin;
   int preMul;       /* contributions are scalar * x (PreMulSum) */
   unsigned char scalar[8];
+  const unsigned char (*rankScalar)[8]; /* PreMulSum: rank r's own scalar, when ranks differ (else NULL) */
 } call_t;
 
 static call_t gCall RC_UNUSED;
@@ -354,7 +355,8 @@ static inline void hostAllReduce(const group_t* g, size_t base, size_t c, size_t
 /* A rank's contribution: its input, times the scalar for PreMulSum. */
 static inline void getRankInput(const group_t* g, int k, size_t pos, size_t len, void* out) {
   genInput(inputKey(g->members[k], g->caseIdx), pos, len, gCall.dt, out);
-  if (gCall.preMul) refScale(out, len, gCall.dt, gCall.scalar);
+  if (gCall.preMul)
+    refScale(out, len, gCall.dt, gCall.rankScalar ? gCall.rankScalar[g->members[k]] : gCall.scalar);
 }
 
 /* Island k's result for the bridge's chunk: its own host all-reduce. */
