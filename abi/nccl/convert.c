@@ -1,14 +1,10 @@
 /* NCCL's data types and reduction ops to gpubridge's. The values are equal
- * (include/gpubridge/gpubridge.h), so this is a check, not a table: which
- * values gpubridge has, and a text for those it has not. */
+ * (include/gpubridge/gpubridge.h), the fp8 types included, so this is a
+ * check, not a table: which values gpubridge has, and a text for others. */
 #include "abi.h"
 
 gbResult_t gbNcclDtype(const char* fn, ncclDataType_t datatype, gbDataType_t* out) {
   int v = (int)datatype;
-  if (v == ncclFloat8e4m3 || v == ncclFloat8e5m2)
-    return gbNcclErrorSet(gbInvalidArgument, "%s: datatype %d (%s) is not supported by gpubridge: it has no fp8 "
-                                             "types (ncclFloat8e4m3, ncclFloat8e5m2); convert to ncclFloat16 or "
-                                             "ncclBfloat16", fn, v, v == ncclFloat8e4m3 ? "ncclFloat8e4m3" : "ncclFloat8e5m2");
   if (v < 0 || v >= (int)gbNumTypes)
     return gbNcclErrorSet(gbInvalidArgument, "%s: datatype %d is not an ncclDataType_t gpubridge knows (0..%d)", fn,
                           v, (int)gbNumTypes - 1);
@@ -29,7 +25,7 @@ gbResult_t gbNcclOp(const char* fn, ncclRedOp_t op, gbRedOp_t* out) {
 
 size_t gbNcclDtypeSize(gbDataType_t datatype) {
   switch (datatype) {
-    case gbInt8: case gbUint8: return 1;
+    case gbInt8: case gbUint8: case gbFloat8e4m3: case gbFloat8e5m2: return 1;
     case gbFloat16: case gbBfloat16: return 2;
     case gbInt32: case gbUint32: case gbFloat32: return 4;
     default: return 8; /* int64, uint64, float64 */

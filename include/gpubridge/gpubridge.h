@@ -75,7 +75,9 @@ typedef enum {
   gbFloat32 = 7, gbFloat = 7,
   gbFloat64 = 8, gbDouble = 8,
   gbBfloat16 = 9,
-  gbNumTypes = 10
+  gbFloat8e4m3 = 10, /* OCP FP8 E4M3 ("fn": no infinities, NaN 0x7f/0xff, max 448) */
+  gbFloat8e5m2 = 11, /* OCP FP8 E5M2 (IEEE-like: infinities, max 57344) */
+  gbNumTypes = 12
 } gbDataType_t;
 
 /* Reduction operations. Values equal ncclRedOp_t's. gbAvg is the sum divided

@@ -39,7 +39,7 @@ _RESULT_NAMES = {
 }
 
 # gbDataType_t
-INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16 = range(10)
+INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16, FLOAT8E4M3, FLOAT8E5M2 = range(12)
 # gbRedOp_t
 SUM, PROD, MAX, MIN, AVG = range(5)
 # gbScalarResidence_t
@@ -100,7 +100,8 @@ PHASE_NAMES = ("enqueued", "check_begin", "check_end", "staged", "bridge_begin",
 HOST_GROUPS = ("world", "bridge", "rail", "island")
 RECORD_STATES = {1: "in-flight", 2: "done", 3: "failed"}
 RECORD_HAS_CHECK, RECORD_HAS_HOST_STEP, RECORD_DEVICE_DONE = 1, 2, 4
-DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16")
+DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+               "float8e4m3", "float8e5m2")
 OP_NAMES = ("sum", "prod", "max", "min", "avg")
 
 

@@ -15,7 +15,10 @@ _DTYPES = {
     torch.int64: _lib.INT64, torch.float16: _lib.FLOAT16, torch.float32: _lib.FLOAT32,
     torch.float64: _lib.FLOAT64, torch.bfloat16: _lib.BFLOAT16,
 }
-for _name, _code in (("uint32", _lib.UINT32), ("uint64", _lib.UINT64)):
+# float8_e4m3fn and float8_e5m2 are gpubridge's fp8 types bit for bit (the
+# "fnuz" variants are not: they move as bytes, and are not reduced).
+for _name, _code in (("uint32", _lib.UINT32), ("uint64", _lib.UINT64), ("float8_e4m3fn", _lib.FLOAT8E4M3),
+                     ("float8_e5m2", _lib.FLOAT8E5M2)):
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = _code
 
@@ -111,7 +114,7 @@ def reduce_view(call, t, name):
     code = _DTYPES.get(dt)
     if code is None:
         raise Unsupported(call, "dtype %s cannot be reduced by gpubridge (int8, uint8, int32, uint32, int64, "
-                          "uint64, float16, bfloat16, float32, float64)" % dt)
+                          "uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)" % dt)
     if name in ("avg", "premul_sum") and not dt.is_floating_point:
         raise Unsupported(call, "%s over %s: an integer average needs a rounding rule; use sum and divide, "
                           "or a float type" % (name, dt))

@@ -1,13 +1,16 @@
-/* Data types, float16/bfloat16 conversions and the host reduction kernels.
+/* Data types, float16/bfloat16 conversions (fp8's are base/fp8.h) and the
+ * host reduction kernels.
  * Each kernel is a plain loop over one type and one op (the switch is outside
  * the loop) so the compiler can vectorize it. */
 #include "base/dtype.h"
 
 #include <string.h>
 
+#include "base/fp8.h"
+
 size_t gbDtypeSize(gbDataType_t dt) {
   switch (dt) {
-    case gbInt8: case gbUint8: return 1;
+    case gbInt8: case gbUint8: case gbFloat8e4m3: case gbFloat8e5m2: return 1;
     case gbFloat16: case gbBfloat16: return 2;
     case gbInt32: case gbUint32: case gbFloat32: return 4;
     case gbInt64: case gbUint64: case gbFloat64: return 8;
@@ -17,13 +20,16 @@ size_t gbDtypeSize(gbDataType_t dt) {
 
 const char* gbDtypeName(gbDataType_t dt) {
   static const char* const names[gbNumTypes] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                                "uint64",  "float16", "float32", "float64", "bfloat16"};
+                                                "uint64",  "float16", "float32", "float64", "bfloat16",
+                                                "float8e4m3", "float8e5m2"};
   return ((int)dt >= 0 && dt < gbNumTypes) ? names[dt] : "unknown";
 }
 
 int gbDtypeIsFloat(gbDataType_t dt) {
-  return dt == gbFloat16 || dt == gbFloat32 || dt == gbFloat64 || dt == gbBfloat16;
+  return dt == gbFloat16 || dt == gbFloat32 || dt == gbFloat64 || dt == gbBfloat16 || gbDtypeIsFp8(dt);
 }
+
+int gbDtypeIsFp8(gbDataType_t dt) { return dt == gbFloat8e4m3 || dt == gbFloat8e5m2; }
 
 const char* gbOpName(gbRedOp_t op) {
   static const char* const names[gbNumOps] = {"sum", "prod", "max", "min", "avg"};
@@ -140,15 +146,19 @@ INT_KERNELS(u64, uint64_t, uint64_t)
 FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
 
-/* 16-bit floats: widen, combine in float, round back at every application. */
-#define HALF_KERNEL(NAME, TOF, FROMF, EXPR)                                      \
+/* 16- and 8-bit floats: widen, combine in float, round back at every
+ * application. */
+#define NARROW_KERNEL(NAME, T, TOF, FROMF, EXPR)                                 \
   static void NAME(KERNEL_ARGS) {                                                \
-    uint16_t* d = dst; const uint16_t* a = left; const uint16_t* b = right;      \
+    T* d = dst; const T* a = left; const T* b = right;                           \
     for (size_t i = 0; i < n; i++) {                                             \
       float x = TOF(a[i]), y = TOF(b[i]);                                        \
       d[i] = FROMF(EXPR);                                                        \
     }                                                                            \
   }
+
+#define HALF_KERNEL(NAME, TOF, FROMF, EXPR) NARROW_KERNEL(NAME, uint16_t, TOF, FROMF, EXPR)
+#define FP8_KERNEL(NAME, TOF, FROMF, EXPR) NARROW_KERNEL(NAME, uint8_t, TOF, FROMF, EXPR)
 
 HALF_KERNEL(f16Sum, halfToFloat, floatToHalf, x + y)
 HALF_KERNEL(f16Prod, halfToFloat, floatToHalf, x * y)
@@ -158,6 +168,14 @@ HALF_KERNEL(bf16Sum, bf16ToFloat, floatToBf16, x + y)
 HALF_KERNEL(bf16Prod, bf16ToFloat, floatToBf16, x * y)
 HALF_KERNEL(bf16Max, bf16ToFloat, floatToBf16, FMAX(x, y))
 HALF_KERNEL(bf16Min, bf16ToFloat, floatToBf16, FMIN(x, y))
+FP8_KERNEL(e4m3Sum, gbE4m3ToFloat, gbFloatToE4m3, x + y)
+FP8_KERNEL(e4m3Prod, gbE4m3ToFloat, gbFloatToE4m3, x * y)
+FP8_KERNEL(e4m3Max, gbE4m3ToFloat, gbFloatToE4m3, FMAX(x, y))
+FP8_KERNEL(e4m3Min, gbE4m3ToFloat, gbFloatToE4m3, FMIN(x, y))
+FP8_KERNEL(e5m2Sum, gbE5m2ToFloat, gbFloatToE5m2, x + y)
+FP8_KERNEL(e5m2Prod, gbE5m2ToFloat, gbFloatToE5m2, x * y)
+FP8_KERNEL(e5m2Max, gbE5m2ToFloat, gbFloatToE5m2, FMAX(x, y))
+FP8_KERNEL(e5m2Min, gbE5m2ToFloat, gbFloatToE5m2, FMIN(x, y))
 
 typedef void (*kernel_t)(KERNEL_ARGS);
 
@@ -173,6 +191,8 @@ static const kernel_t kernels[gbNumTypes][4] = {
     [gbFloat32] = {f32Sum, f32Prod, f32Max, f32Min},
     [gbFloat64] = {f64Sum, f64Prod, f64Max, f64Min},
     [gbBfloat16] = {bf16Sum, bf16Prod, bf16Max, bf16Min},
+    [gbFloat8e4m3] = {e4m3Sum, e4m3Prod, e4m3Max, e4m3Min},
+    [gbFloat8e5m2] = {e5m2Sum, e5m2Prod, e5m2Max, e5m2Min},
 };
 
 void gbReduceTo(void* dst, const void* left, const void* right, size_t count, gbDataType_t dt, gbRedOp_t op) {
@@ -256,13 +276,22 @@ void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
       for (i = 0; i < count; i++) p[i] = floatToBf16(bf16ToFloat(p[i]) / d);
       break;
     }
+    case gbFloat8e4m3: case gbFloat8e5m2: {
+      uint8_t* p = buf;
+      float d = (float)divisor;
+      if (dt == gbFloat8e4m3)
+        for (i = 0; i < count; i++) p[i] = gbFloatToE4m3(gbE4m3ToFloat(p[i]) / d);
+      else
+        for (i = 0; i < count; i++) p[i] = gbFloatToE5m2(gbE5m2ToFloat(p[i]) / d);
+      break;
+    }
     default: break; /* integer types: the caller rejects avg before this */
   }
 }
 
 /* Integers multiply in the unsigned type (wraps without undefined
- * behaviour); floats multiply in their own type, 16-bit ones in float with
- * one rounding back. */
+ * behaviour); floats multiply in their own type, 16- and 8-bit ones in float
+ * with one rounding back. */
 #define SCALE_LOOP(T, S)                                       \
   do {                                                         \
     T* p = buf;                                                \
@@ -271,10 +300,10 @@ void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
     for (size_t i = 0; i < count; i++) p[i] = (T)(S * p[i]);   \
   } while (0)
 
-#define SCALE_HALF(TOF, FROMF)                                 \
+#define SCALE_NARROW(T, TOF, FROMF)                             \
   do {                                                         \
-    uint16_t* p = buf;                                         \
-    uint16_t raw;                                              \
+    T* p = buf;                                                \
+    T raw;                                                     \
     memcpy(&raw, scalar, sizeof raw);                          \
     float s = TOF(raw);                                        \
     for (size_t i = 0; i < count; i++) p[i] = FROMF(s * TOF(p[i])); \
@@ -289,8 +318,10 @@ void gbScaleBy(void* buf, size_t count, gbDataType_t dt, const void* scalar) {
     case gbInt64: case gbUint64: SCALE_LOOP(uint64_t, s); break;
     case gbFloat32: SCALE_LOOP(float, s); break;
     case gbFloat64: SCALE_LOOP(double, s); break;
-    case gbFloat16: SCALE_HALF(halfToFloat, floatToHalf); break;
-    case gbBfloat16: SCALE_HALF(bf16ToFloat, floatToBf16); break;
+    case gbFloat16: SCALE_NARROW(uint16_t, halfToFloat, floatToHalf); break;
+    case gbBfloat16: SCALE_NARROW(uint16_t, bf16ToFloat, floatToBf16); break;
+    case gbFloat8e4m3: SCALE_NARROW(uint8_t, gbE4m3ToFloat, gbFloatToE4m3); break;
+    case gbFloat8e5m2: SCALE_NARROW(uint8_t, gbE5m2ToFloat, gbFloatToE5m2); break;
     default: break;
   }
 }

@@ -1,7 +1,8 @@
 /* Data types and the host reduction kernels. Every reduction in gpubridge that
  * runs on the host goes through gbReduceInto, so every rank computes the same
- * bits: float16 and bfloat16 are widened to float, combined, and rounded back
- * (round to nearest even) at every application of the op. */
+ * bits: float16, bfloat16 and the two fp8 types are widened to float,
+ * combined, and rounded back (round to nearest even; fp8 as base/fp8.h says)
+ * at every application of the op. */
 #ifndef GB_BASE_DTYPE_H
 #define GB_BASE_DTYPE_H
 
@@ -12,6 +13,7 @@
 size_t gbDtypeSize(gbDataType_t dt);          /* 0 for an unknown type */
 const char* gbDtypeName(gbDataType_t dt);     /* "float32"; "unknown" */
 int gbDtypeIsFloat(gbDataType_t dt);
+int gbDtypeIsFp8(gbDataType_t dt);            /* float8e4m3, float8e5m2 */
 const char* gbOpName(gbRedOp_t op);           /* "sum"; "unknown" */
 
 /* acc[i] = acc[i] op in[i] for i < count. op is sum, prod, max or min (avg is
@@ -33,11 +35,11 @@ void gbReduceTo(void* dst, const void* left, const void* right, size_t count, gb
 void gbReduceOrdered(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, gbRedOp_t op,
                      int divisor, int ring);
 
-/* buf[i] /= divisor, for a floating type (in float for f16/bf16, then rounded). */
+/* buf[i] /= divisor, for a floating type (in float for f16/bf16/fp8, then rounded). */
 void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor);
 
-/* buf[i] = scalar * buf[i]; scalar is one element of dt (PreMulSum). f16
- * and bf16 multiply in float and round once; integers wrap. */
+/* buf[i] = scalar * buf[i]; scalar is one element of dt (PreMulSum). f16,
+ * bf16 and fp8 multiply in float and round once; integers wrap. */
 void gbScaleBy(void* buf, size_t count, gbDataType_t dt, const void* scalar);
 
 /* Conversions used by the kernels (exposed for tests and tools). */

@@ -7,6 +7,9 @@
 #include "base/dtype.h"
 #include "base/result.h"
 #include "core/comm.h"
+#include "plan/plan.h"
+
+#define NO_ISLAND_OP ((gbRedOp_t)-1) /* a PreMulSum op no island step uses */
 
 static gbCommRedOp_t* lookup(gbComm_t c, gbRedOp_t op) {
   int k = (int)op - gbNumOps;
@@ -67,9 +70,11 @@ gbResult_t gbCommRedOpCreate(gbComm_t c, void* scalar, gbDataType_t dt, int resi
   gbCommRedOp_t* r = &c->redops[k];
   gbCommCell_t* cell = NULL;
   GB_CHECK(cellTake(c, &cell));
-  gbRedOp_t islandOp;
-  gbResult_t res = c->islandComm->ops->preMulSumCreate(c->islandComm, scalar, dt, (gbScalarResidence_t)residence,
-                                                       &islandOp);
+  /* fp8 reductions kept off the islands (plan.h) run flat: no island op. */
+  gbRedOp_t islandOp = NO_ISLAND_OP;
+  gbResult_t res = gbSuccess;
+  if (!gbPlanFp8OffIsland(&c->topo, dt))
+    res = c->islandComm->ops->preMulSumCreate(c->islandComm, scalar, dt, (gbScalarResidence_t)residence, &islandOp);
   if (res != gbSuccess) {
     cellGive(c, cell); /* nothing was queued with it */
     return res;
@@ -91,7 +96,7 @@ gbResult_t gbCommRedOpDestroy(gbComm_t c, gbRedOp_t op) {
   gbCommRedOp_t* r = lookup(c, op);
   if (!r) return gbErrorSet(gbInvalidArgument, "gbRedOpDestroy: op %d is not a PreMulSum op of this communicator",
                             (int)op);
-  gbResult_t res = c->islandComm->ops->redOpDestroy(c->islandComm, r->islandOp);
+  gbResult_t res = r->islandOp == NO_ISLAND_OP ? gbSuccess : c->islandComm->ops->redOpDestroy(c->islandComm, r->islandOp);
   /* An op no call was given leaves nothing queued: its cell is free now.
    * Otherwise queued work may still read it, so the proxy hands it back
    * once it has passed every step queued so far; if that cannot be queued,

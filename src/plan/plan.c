@@ -45,7 +45,16 @@ int gbPlanRails(const gbTopo_t* t, int cap) {
   return k < 1 ? 1 : k;
 }
 
+int gbPlanFp8OffIsland(const gbTopo_t* topo, gbDataType_t dt) {
+  return gbDtypeIsFp8(dt) && topo->runKind == gbRunReal;
+}
+
+static int reduces(gbColl_t coll) {
+  return coll == GB_COLL_ALLREDUCE || coll == GB_COLL_REDUCE || coll == GB_COLL_REDUCESCATTER;
+}
+
 int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes) {
+  if (reduces(in->coll) && gbPlanFp8OffIsland(in->topo, in->dtype)) return gbPolicyFlat;
   int policy = in->policy;
   if (policy == gbPolicyTuned && in->thresholds) {
     int tuned = gbPlanThresholdsLookup(in->thresholds, in->coll, bytes);

@@ -89,8 +89,18 @@ int gbPlanResolvePolicy(int policy, const gbTopo_t* topo);
 
 /* The policy one call runs: auto and tuned resolved by size, and policies
  * that do not apply to coll (split-rail beyond all-reduce; hierarchical
- * beyond all-reduce and broadcast) replaced by the one that runs instead. */
+ * beyond all-reduce and broadcast) replaced by the one that runs instead.
+ * An fp8 reduction that gbPlanFp8OffIsland keeps from the islands runs flat. */
 int gbPlanCallPolicy(const gbPlanInput_t* in, size_t bytes);
+
+/* Whether reductions of dt stay off the islands' libraries: fp8 on real
+ * GPUs (every rank's runKind is the same, so every rank agrees). NCCL
+ * reduces fp8 only from 2.24 on sm_90 and RCCL only on MI300, and neither
+ * rounds as gpubridge does; gpubridge reduces fp8 itself (the flat policy:
+ * its GPU kernel or the host), so the bits are docs/REDUCTION_ORDER.md's on
+ * every GPU and library version. Moving fp8 (broadcast, all-gather,
+ * all-to-all, send/recv) still goes to the library, as bytes. */
+int gbPlanFp8OffIsland(const gbTopo_t* topo, gbDataType_t dt);
 
 /* The policy a large all-reduce runs (gbTopology_t.policy): gbPlanCallPolicy
  * for an all-reduce of SIZE_MAX bytes, larger than every threshold, so auto

@@ -10,7 +10,7 @@ tests/unit/test_reduce_async.c (build/tests/unit_test_reduce_async) with counts
 Each run covers every type and op (avg too), 1 to 4 sources, with and without
 ring order, sources in device memory, in registered host memory, mixed, and in
 place. Checked: exit 0, the device line (cuda / nvidia; hip / amd-emulated),
-an "ok" line for each of the 10 types, and "4800 cases, 0 failures".
+an "ok" line for each of the 12 types, and "5760 cases, 0 failures".
 Skips (77) without an NVIDIA GPU or the CUDA runtime; the rig's run is listed
 as skipped (SKIP line) without NVRTC (GB_RIG_NVRTC_LIBRARY names one).
 Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_reduce.py
@@ -23,8 +23,9 @@ from gpu_harness import (BUILD, base_env, fail, find_nvrtc, gpu_count, load_firs
                          run_program)
 
 COUNTS = ["1", "7", "1000003"]
-CASES = 10 * 5 * 4 * 2 * 4 * len(COUNTS)  # types x ops x sources x ring x memory kinds x counts
-TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16")
+CASES = 12 * 5 * 4 * 2 * 4 * len(COUNTS)  # types x ops x sources x ring x memory kinds x counts
+TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
+         "float8e4m3", "float8e5m2")
 TIMEOUT = 280  # seconds for one run
 
 

@@ -5,7 +5,7 @@ is embed.py's rendering, its compiler line has embed.py's flags, and with an
 nvcc of the release it records, the file regenerated into a temporary folder
 is identical byte for byte. Without nvcc (or with another release) that last
 check cannot run: it is listed as skipped and the others still must pass.
-The PTX holds the 40 kernels device/gpu/reduce.c looks up, each with the block
+The PTX holds the 48 kernels device/gpu/reduce.c looks up, each with the block
 size reduce.c launches, and nothing that changes bits: no flush to zero, no
 fused or approximate float arithmetic. The constants reduce.c shares with
 reduce.cu and device.h agree."""
@@ -96,11 +96,11 @@ else:
     want = {"gb_reduce_%s_%s" % (t, o) for t in re.findall(r'"(\w+)"', types.group(1))
             for o in re.findall(r'"(\w+)"', ops.group(1))}
     entries = re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M)
-    if len(want) != 40 or set(entries) != want or len(entries) != 40:
-        problems.append("the PTX's kernels %s are not the 40 reduce.c looks up %s"
+    if len(want) != 48 or set(entries) != want or len(entries) != 48:
+        problems.append("the PTX's kernels %s are not the 48 reduce.c looks up %s"
                         % (sorted(set(entries) ^ want) or len(entries), sorted(want)[:3]))
 threads = define(reduce_c, "THREADS", "reduce.c")
-if ptx.count(".maxntid %s, 1, 1" % threads) != 40:
+if ptx.count(".maxntid %s, 1, 1" % threads) != 48:
     problems.append("not every kernel's PTX has .maxntid %s (reduce.c's THREADS)" % threads)
 if ".target sm_75" not in ptx:
     problems.append("the PTX does not target sm_75 (compute_75)")

@@ -11,6 +11,7 @@
 #ifndef GB_TESTS_MP_RANK_COMMON_H
 #define GB_TESTS_MP_RANK_COMMON_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,14 +65,48 @@ static inline int nameIndex(const char* s, const char* const* names, int n) {
 
 /* ------------------------------------------------------------ data types */
 
-static const char* dtNames[gbNumTypes] RC_UNUSED = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                                    "uint64",  "float16", "float32", "float64", "bfloat16"};
-static const size_t dtSizes[gbNumTypes] RC_UNUSED = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+static const char* dtNames[gbNumTypes] RC_UNUSED = {"int8",    "uint8",   "int32",    "uint32",    "int64",
+                                                    "uint64",  "float16", "float32",  "float64",   "bfloat16",
+                                                    "float8e4m3", "float8e5m2"};
+static const size_t dtSizes[gbNumTypes] RC_UNUSED = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 static const char* opNames[gbNumOps] RC_UNUSED = {"sum", "prod", "max", "min", "avg"};
 static const char* policyNames[gbNumPolicies] RC_UNUSED = {"auto", "hierarchical", "native",
                                                            "flat", "split-rail",   "tuned"};
 
-static inline int isFloat(int dt) { return dt == gbFloat16 || dt == gbFloat32 || dt == gbFloat64 || dt == gbBfloat16; }
+static inline int isFp8(int dt) { return dt == gbFloat8e4m3 || dt == gbFloat8e5m2; }
+static inline int isFloat(int dt) {
+  return dt == gbFloat16 || dt == gbFloat32 || dt == gbFloat64 || dt == gbBfloat16 || isFp8(dt);
+}
+
+/* fp8 (docs/REDUCTION_ORDER.md), written apart from base/fp8.h: a code's
+ * value by formula; a value's code by a binary search of the ordered finite
+ * codes, the nearer neighbour (ties to the even code); past the largest
+ * finite value e4m3 saturates to 448 (0x7e), e5m2 becomes inf (0x7c);
+ * NaN is sign | 0x7f. */
+static inline double fp8Value(int dt, uint8_t c) {
+  int mb = dt == gbFloat8e4m3 ? 3 : 2, bias = dt == gbFloat8e4m3 ? 7 : 15;
+  int e = (c & 0x7f) >> mb, m = c & ((1 << mb) - 1);
+  double v;
+  if (dt == gbFloat8e4m3 ? (c & 0x7f) == 0x7f : (c & 0x7f) > 0x7c) return NAN;
+  if (dt == gbFloat8e5m2 && (c & 0x7f) == 0x7c) v = INFINITY;
+  else v = e == 0 ? ldexp(m, 1 - bias - mb) : ldexp((1 << mb) + m, e - bias - mb);
+  return (c & 0x80) ? -v : v;
+}
+static inline uint8_t fp8Code(int dt, double x) {
+  uint8_t sign = signbit(x) ? 0x80 : 0, maxc = dt == gbFloat8e4m3 ? 0x7e : 0x7b, over = dt == gbFloat8e4m3 ? 0x7e : 0x7c;
+  double past = dt == gbFloat8e4m3 ? 480.0 : 65536.0, a = fabs(x);
+  if (isnan(x)) return sign | 0x7f;
+  if (a >= past) return sign | over;
+  int lo = 0, hi = maxc; /* the largest code whose value <= a */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (fp8Value(dt, (uint8_t)mid) <= a) lo = mid;
+    else hi = mid - 1;
+  }
+  double vlo = fp8Value(dt, (uint8_t)lo), vhi = lo == maxc ? past : fp8Value(dt, (uint8_t)(lo + 1));
+  int up = a - vlo > vhi - a || (a - vlo == vhi - a && (lo & 1));
+  return sign | (up ? (lo == maxc ? over : (uint8_t)(lo + 1)) : (uint8_t)lo);
+}
 
 static inline float h2f(uint16_t h) {
   _Float16 x;
@@ -163,6 +198,13 @@ static inline void refFold(void* acc, const void* in, size_t n, int dt, int op) 
       for (size_t i = 0; i < n; i++) a[i] = f2b(fop(b2f(a[i]), b2f(b[i]), op));
       break;
     }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: {
+      uint8_t* a = acc;
+      const uint8_t* b = in;
+      for (size_t i = 0; i < n; i++) a[i] = fp8Code(dt, dop(fp8Value(dt, a[i]), fp8Value(dt, b[i]), op));
+      break;
+    }
   }
 }
 
@@ -173,6 +215,8 @@ static inline void refDivide(void* buf, size_t n, int dt, int divisor) {
       case gbFloat64: ((double*)buf)[i] = ((double*)buf)[i] / (double)divisor; break;
       case gbFloat16: ((uint16_t*)buf)[i] = f2h(h2f(((uint16_t*)buf)[i]) / (float)divisor); break;
       case gbBfloat16: ((uint16_t*)buf)[i] = f2b(b2f(((uint16_t*)buf)[i]) / (float)divisor); break;
+      case gbFloat8e4m3:
+      case gbFloat8e5m2: ((uint8_t*)buf)[i] = fp8Code(dt, fp8Value(dt, ((uint8_t*)buf)[i]) / divisor); break;
     }
   }
 }
@@ -217,6 +261,13 @@ static inline void refScale(void* buf, size_t n, int dt, const void* scalar) {
         a[i] = dt == gbFloat16 ? f2h(s * h2f(a[i])) : f2b(s * b2f(a[i]));
       break;
     }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: {
+      uint8_t* a = buf;
+      double s = fp8Value(dt, *(const uint8_t*)scalar);
+      for (size_t i = 0; i < n; i++) a[i] = fp8Code(dt, s * fp8Value(dt, a[i]));
+      break;
+    }
   }
 }
 
@@ -234,6 +285,8 @@ static inline void encodeScalar(double x, int dt, void* out) {
     case gbUint64: v.u64 = (uint64_t)(int64_t)x; size = 8; break;
     case gbFloat16: v.u16 = f2h((float)x); size = 2; break;
     case gbBfloat16: v.u16 = f2b((float)x); size = 2; break;
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: v.u8 = fp8Code(dt, x); size = 1; break;
     case gbFloat32: v.f = (float)x; size = 4; break;
     case gbFloat64: v.d = x; size = 8; break;
     default: return;
@@ -276,6 +329,8 @@ static inline void genInput(uint64_t key, size_t pos, size_t len, int dt, void* 
       case gbUint64: ((uint64_t*)out)[i] = x; break;
       case gbFloat16: ((uint16_t*)out)[i] = f2h(unitFloat(x)); break;
       case gbBfloat16: ((uint16_t*)out)[i] = f2b(unitFloat(x)); break;
+      case gbFloat8e4m3:
+      case gbFloat8e5m2: ((uint8_t*)out)[i] = fp8Code(dt, unitFloat(x)); break;
       case gbFloat32: ((float*)out)[i] = unitFloat(x); break;
       case gbFloat64: {
         double d = 0.5 + 1.5 * (double)(x >> 11) * (1.0 / 9007199254740992.0);

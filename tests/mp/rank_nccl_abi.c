@@ -100,7 +100,7 @@ static void toHost(void* h, const void* d, size_t bytes) {
 /* ----------------------------------------------- values in every type */
 
 static size_t dtSize(int dt) {
-  static const size_t sizes[T_NUM] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const size_t sizes[T_NUM] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   return sizes[dt];
 }
 
@@ -115,6 +115,18 @@ static uint16_t halfBits(double x) {
   return (uint16_t)((x < 0 ? 0x8000u : 0) | (unsigned)(e - 1 + 15) << 10 | mant);
 }
 
+/* fp8 bits of x, exactly representable: the code whose value, by formula
+ * (e4m3: 3 mantissa bits, bias 7; e5m2: 2, bias 15), is |x|. */
+static uint8_t fp8Bits(int dt, double x) {
+  int mb = dt == T_FP8E4M3 ? 3 : 2, bias = dt == T_FP8E4M3 ? 7 : 15;
+  for (int c = 0; c < 0x7c; c++) {
+    int e = c >> mb, m = c & ((1 << mb) - 1);
+    double v = e == 0 ? ldexp(m, 1 - bias - mb) : ldexp((1 << mb) + m, e - bias - mb);
+    if (v == fabs(x)) return (uint8_t)((x < 0 ? 0x80 : 0) | c);
+  }
+  DIE("fp8Bits: %g is not exact in type %d", x, dt);
+}
+
 static void encode(int dt, double v, void* p) {
   switch (dt) {
     case T_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
@@ -127,6 +139,7 @@ static void encode(int dt, double v, void* p) {
     case T_FLOAT32: { float x = (float)v; memcpy(p, &x, 4); break; }
     case T_FLOAT64: memcpy(p, &v, 8); break;
     case T_BFLOAT16: { float f = (float)v; uint32_t b; memcpy(&b, &f, 4); uint16_t x = (uint16_t)(b >> 16); memcpy(p, &x, 2); break; }
+    case T_FP8E4M3: case T_FP8E5M2: { uint8_t x = fp8Bits(dt, v); memcpy(p, &x, 1); break; }
     default: DIE("encode: type %d", dt);
   }
 }

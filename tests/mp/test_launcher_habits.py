@@ -6,8 +6,9 @@ spellings of -n; OMP_NUM_THREADS=1 for each rank of a job of several when the
 user set none, said once on stderr at GPUBRIDGE_DEBUG=INFO only; a value the user
 set that gives the ranks more threads than cores, warned of. gpubridge-perf: nccl-tests' -t 1 -g 1 and
 the other flags it takes at fixed values (any other value refused with the
-reason), -c N check runs, -N N sweeps, and a run with no launcher at all as a
-job of one rank.
+reason), -c N check runs, -N N sweeps, a run with no launcher at all as a
+job of one rank, and nccl-tests' fp8 names (-d f8e4m3, f8e5m2; -d all holds
+them), checked with 0 wrong on 3 simulated ranks for every op.
 
 Run as: GB_TEST_BUILD_DIR=<build> python3 tests/mp/test_launcher_habits.py
 """
@@ -202,7 +203,7 @@ def test_fixed_flags_refused():
         (["-S", "1"], ["drop -S"]), (["-M", "1"], ["drop -M"]), (["--memory", "1"], ["drop -M"]),
         (["-x", "1"], ["drop -x"]), (["-D", "1"], ["drop -D"]), (["-V", "8"], ["drop -V"]),
         (["-o", "mulsum"], ["does not measure pre-multiplied sums"]),
-        (["-d", "f8e4m3"], ["no 8-bit floating types"]),
+        (["-d", "f8e4m2"], ["-d wants", "float8e4m3 (f8e4m3)", "got 'f8e4m2'"]),
         (["-N", "0"], ["-N 0 (run until killed) is not supported"]),
         (["-c", "-1"], ["-c wants a number of check runs"]),
         (["-N", "2", "--tune", "/nonexistent/never-written"], ["--tune measures once; drop -N"]),
@@ -237,6 +238,22 @@ def test_check_runs_and_cycles(tmp):
                 "-c 0: no check, #wrong N/A", r.tail())
 
 
+def test_fp8_types():
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):
+        r = harness.run_job(3, [PERF, coll, "-b", "8", "-e", "4096", "-f", "8", "-d", "all", "-o", "all", "-c", "1",
+                                "-n", "1", "-w", "0"], env(OMP_NUM_THREADS=1), vendors="nvidia:2,amd:1", timeout=120)
+        fp8 = [l.split() for l in r.out.splitlines() if " f8e4m3 " in l or " f8e5m2 " in l]
+        # after the type: op, root, then time, algbw, busbw, #wrong out of place and in place
+        at = [next(i for i, x in enumerate(f) if x in ("f8e4m3", "f8e5m2")) for f in fp8]
+        wrong = [f for f, i in zip(fp8, at) if f[i + 6] != "0" or f[i + 10] != "0"]
+        want = 2 * 4 * (5 if coll != "all_gather" else 1)  # types x sizes x ops
+        suite.check(r.rc == 0 and len(fp8) == want and not wrong,
+                    "%s -d all: %d rows of f8e4m3 and f8e5m2, 0 wrong" % (coll, want),
+                    "exit %d, %d rows, wrong %r\n%s" % (r.rc, len(fp8), wrong[:3], r.tail()))
+    r = perf(["all_reduce", "-b", "8", "-e", "8", "-n", "1", "-d", "float8e5m2", "-o", "prod"])
+    suite.check(r.rc == 0 and len(rows(r.out)) == 1 and " f8e5m2 " in r.out, "-d float8e5m2 names f8e5m2", r.tail())
+
+
 harness.require_built()
 with tempfile.TemporaryDirectory() as tmp:
     test_rank_count_spellings()
@@ -249,4 +266,5 @@ with tempfile.TemporaryDirectory() as tmp:
     test_fixed_flags_accepted()
     test_fixed_flags_refused()
     test_check_runs_and_cycles(tmp)
+    test_fp8_types()
 suite.done()

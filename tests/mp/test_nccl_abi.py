@@ -13,7 +13,8 @@ all-gather, reduce-scatter, all-to-all, gather, scatter, in place too),
 send/recv groups, PreMulSum, split (reordered keys, NCCL_SPLIT_NOCOLOR,
 a non-blocking parent's child), configs of NCCL 2.14, 2.17, 2.18, 2.26,
 2.27, 2.28 and 2.30 sizes, bad configs, ncclCommInitRankScalable,
-ncclCommInitAll (one rank; two refused), abort, the fp8 types and refused
+ncclCommInitAll (one rank; two refused), abort, the fp8 types (max and min
+all-reduce, a PreMulSum op) and refused
 calls with their texts, then prints "ok: N checks". This driver checks that
 every rank did, and the log lines that tell a user gpubridge is serving
 (islands, policy) against the layout.

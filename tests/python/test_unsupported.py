@@ -28,7 +28,7 @@ def refused_calls(torch, dist, gpubridge, pg):
         ("allreduce", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=R.AVG)),
         ("allreduce", lambda: pg.allreduce([torch.ones(4, dtype=torch.complex64)], opts(R.MAX))),
         ("allreduce", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=R.AVG)),
-        ("allreduce", lambda: dist.all_reduce(torch.ones(4, dtype=torch.float8_e4m3fn))),
+        ("allreduce", lambda: dist.all_reduce(torch.ones(4, dtype=torch.float8_e4m3fnuz))),
         ("allreduce", lambda: dist.all_reduce(torch.ones(4).to_sparse())),
         ("allreduce", lambda: dist.all_reduce(torch.ones(4, device="meta"))),
         ("allreduce", lambda: pg.allreduce([t.clone(), t.clone()], dist.AllreduceOptions())),

@@ -72,7 +72,7 @@ static void testNames(void) {
     CHECK(strcmp(gbDtypeName(want[i].dt), want[i].name) == 0, "name %s", want[i].name);
     CHECK(gbDtypeIsFloat(want[i].dt) == want[i].isFloat, "isFloat %s", want[i].name);
   }
-  CHECK(gbDtypeSize((gbDataType_t)10) == 0, "unknown size");
+  CHECK(gbDtypeSize(gbNumTypes) == 0, "unknown size");
   CHECK(strcmp(gbDtypeName((gbDataType_t)42), "unknown") == 0, "unknown name");
   const char* ops[] = {"sum", "prod", "max", "min", "avg"};
   for (int i = 0; i < 5; i++) CHECK(strcmp(gbOpName((gbRedOp_t)i), ops[i]) == 0, "op %d", i);

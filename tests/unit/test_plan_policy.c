@@ -4,7 +4,9 @@
  * chooses"), restated here: one island native; islands of one rank flat;
  * all-reduce with k >= 2 rails split-rail from 2 MiB (k = 2) or 32 MiB
  * (k >= 3), else hierarchical; split-rail only for all-reduce, hierarchical
- * only for all-reduce and broadcast, the rest flat. */
+ * only for all-reduce and broadcast, the rest flat. fp8 reductions on real
+ * GPUs run flat under every policy (gbPlanFp8OffIsland); elsewhere fp8 gets
+ * float32's policy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,49 @@ int main(void) {
   makeLayout(&l11, (const int[]){1, 1}, 2);
   CHECK(gbPlanResolvePolicy(gbPolicyAuto, &l11.topo) == gbPolicyFlat, "resolve auto 1+1");
   checked += 9;
+
+  /* fp8 on real GPUs: reductions run flat whatever the policy and layout
+   * (gpubridge reduces fp8, never the island's library); moves keep theirs.
+   * On simulated or CPU ranks (host islands) fp8 is like any type. */
+  static const gbColl_t reducing[] = {GB_COLL_ALLREDUCE, GB_COLL_REDUCE, GB_COLL_REDUCESCATTER};
+  static const int policies[] = {gbPolicyAuto, gbPolicyNative, gbPolicyHierarchical, gbPolicySplitRail};
+  layout_t l4;
+  makeLayout(&l4, (const int[]){4}, 1);
+  layout_t* layouts[] = {&l4, &l22};
+  for (int li = 0; li < 2; li++)
+    for (int dt = gbFloat8e4m3; dt <= gbFloat8e5m2; dt++)
+      for (int pi = 0; pi < 4; pi++) {
+        gbPlanInput_t in;
+        memset(&in, 0, sizeof(in));
+        in.dtype = (gbDataType_t)dt;
+        in.op = gbSum;
+        in.policy = policies[pi];
+        in.topo = &layouts[li]->topo;
+        for (int k = 0; k < 3; k++) {
+          in.coll = reducing[k];
+          layouts[li]->topo.runKind = gbRunReal;
+          CHECK(gbPlanCallPolicy(&in, 4096) == gbPolicyFlat, "real, %s of %s under policy %d: flat",
+                gbPlanCollName(in.coll), dt == gbFloat8e4m3 ? "e4m3" : "e5m2", policies[pi]);
+          layouts[li]->topo.runKind = gbRunSimulated;
+          in.dtype = gbFloat32;
+          int asFloat = gbPlanCallPolicy(&in, 4096);
+          in.dtype = (gbDataType_t)dt;
+          CHECK(gbPlanCallPolicy(&in, 4096) == asFloat, "simulated, %s of fp8: float32's policy %d",
+                gbPlanCollName(in.coll), asFloat);
+          checked += 2;
+        }
+        layouts[li]->topo.runKind = gbRunReal;
+        in.coll = GB_COLL_BROADCAST;
+        CHECK(gbPlanCallPolicy(&in, 4096) != gbPolicyFlat,
+              "real, broadcast of fp8 keeps policy %d", policies[pi]);
+        CHECK(gbPlanFp8OffIsland(&l4.topo, (gbDataType_t)dt) && !gbPlanFp8OffIsland(&l4.topo, gbBfloat16),
+              "gbPlanFp8OffIsland on real");
+        checked += 2;
+      }
+  l4.topo.runKind = l22.topo.runKind = gbRunCpu;
+  CHECK(!gbPlanFp8OffIsland(&l4.topo, gbFloat8e4m3), "cpu ranks: fp8 stays on the host island");
+  l4.topo.runKind = l22.topo.runKind = gbRunReal;
+  checked++;
 
   /* The file: read and hashed; a directory, a missing file and a file past
    * 16 KiB are refused with their own reasons. */

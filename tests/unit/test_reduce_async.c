@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "base/fp8.h"
 #include "base/result.h"
 #include "device/device.h"
 
@@ -65,7 +66,7 @@ static void element(char* e, gbDataType_t dt, int anyNaN, float defaultNaN) {
   float f = (float)((int64_t)(r % 2001) - 1000) / 7.0f;
   uint32_t dn32, f32;
   memcpy(&dn32, &defaultNaN, 4);
-  if (dt == gbFloat32 || dt == gbFloat16 || dt == gbBfloat16) {
+  if (dt == gbFloat32 || dt == gbFloat16 || dt == gbBfloat16 || gbDtypeIsFp8(dt)) {
     static const uint32_t special[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fc12345u, 0x7f800000u, 0xff800000u,
                                        0x00000000u, 0x80000000u, 0x00000001u, 0x80000003u, 0x007fffffu, 0x7f7fffffu,
                                        0x38800000u, 0x33800000u, 0x477fe000u, 0x00800000u};
@@ -77,6 +78,12 @@ static void element(char* e, gbDataType_t dt, int anyNaN, float defaultNaN) {
     memcpy(&f, &f32, 4);
     if (dt == gbFloat32) {
       memcpy(e, &f32, 4);
+    } else if (gbDtypeIsFp8(dt)) {
+      uint8_t (*to)(float) = dt == gbFloat8e4m3 ? gbFloatToE4m3 : gbFloatToE5m2;
+      uint8_t b = to(f);
+      if (pick == 7) b = (uint8_t)r; /* any 8 bits, NaN payloads and subnormals included */
+      if (!anyNaN && (dt == gbFloat8e4m3 ? (b & 0x7f) == 0x7f : (b & 0x7f) > 0x7c)) b = to(defaultNaN);
+      memcpy(e, &b, 1);
     } else {
       uint16_t h = dt == gbFloat16 ? gbFloatToHalf(f) : gbFloatToBf16(f);
       if (pick == 7) h = (uint16_t)r; /* any 16 bits, NaN payloads and subnormals included */

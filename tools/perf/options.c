@@ -23,7 +23,8 @@ static const char usageText[] =
     "  -N, --run_cycles N      run the whole sweep N times (1)\n"
     "  -o, --op OP             sum|prod|min|max|avg|all (sum)\n"
     "  -d, --datatype T        int8|uint8|int32|uint32|int64|uint64|half|float16|float|\n"
-    "                          float32|double|float64|bfloat16|all (float)\n"
+    "                          float32|double|float64|bfloat16|\n"
+    "                          float8e4m3|f8e4m3|float8e5m2|f8e5m2|all (float)\n"
     "  -r, --root N            root of broadcast and reduce (0)\n"
     "  -z, --blocking 0|1      0: enqueue all iterations, then synchronize; 1: synchronize\n"
     "                          after each (0)\n"
@@ -108,7 +109,9 @@ static const struct { const char* name; gbDataType_t dt; } typeNames[] = {
     {"uint32", gbUint32},     {"int64", gbInt64},     {"uint64", gbUint64},
     {"half", gbFloat16},      {"float16", gbFloat16}, {"float", gbFloat32},
     {"float32", gbFloat32},   {"double", gbFloat64},  {"float64", gbFloat64},
-    {"bfloat16", gbBfloat16},
+    {"bfloat16", gbBfloat16}, {"float8e4m3", gbFloat8e4m3}, {"f8e4m3", gbFloat8e4m3},
+    {"fp8_e4m3", gbFloat8e4m3}, {"float8e5m2", gbFloat8e5m2}, {"f8e5m2", gbFloat8e5m2},
+    {"fp8_e5m2", gbFloat8e5m2},
 };
 
 static int parseTypes(const char* s, perfOptions_t* opts) {
@@ -172,7 +175,7 @@ static int anyValidPair(const perfOptions_t* opts) {
   return 0;
 }
 
-/* "-o mulsum" and the fp8 types are nccl-tests' too: say why they are missing. */
+/* "-o mulsum" is nccl-tests' too: say why it is missing. */
 static int failOp(const char* a) {
   if (strcmp(a, "mulsum") == 0)
     return fail("-o mulsum: gpubridge-perf does not measure pre-multiplied sums (gbRedOpCreatePreMulSum); "
@@ -181,11 +184,8 @@ static int failOp(const char* a) {
 }
 
 static int failType(const char* a) {
-  if (strcmp(a, "f8e4m3") == 0 || strcmp(a, "f8e5m2") == 0 || strcmp(a, "fp8_e4m3") == 0 ||
-      strcmp(a, "fp8_e5m2") == 0)
-    return fail("-d %s: gpubridge has no 8-bit floating types; use int8 or uint8 to time 1-byte elements", a);
-  return fail("-d wants int8, uint8, int32, uint32, int64, uint64, half, float16, "
-              "float, float32, double, float64, bfloat16 or all; got '%s'", a);
+  return fail("-d wants int8, uint8, int32, uint32, int64, uint64, half, float16, float, float32, double, "
+              "float64, bfloat16, float8e4m3 (f8e4m3), float8e5m2 (f8e5m2) or all; got '%s'", a);
 }
 
 /* The long options: gpubridge-perf's own, then the fixed ones of fixed.c. */
@@ -323,7 +323,7 @@ int perfOptionsParse(int argc, char** argv, perfOptions_t* opts) {
   if (opts->tunePath && opts->phases) return fail("--tune and --phases are separate runs%s", "");
   if (opts->minBytes > opts->maxBytes) return fail("-b is larger than -e%s", "");
   if (!anyValidPair(opts))
-    return fail("avg needs a floating type (half, float, double, bfloat16)%s", "");
+    return fail("avg needs a floating type (half, float, double, bfloat16, f8e4m3, f8e5m2)%s", "");
   return 0;
 }
 

@@ -7,11 +7,17 @@
  * ((7r + 3g) mod 5) + 1 for sum, max, min and avg, and for prod 2 where
  * (r + g) mod 3 == 0, else 1. Both repeat every 15 elements, so one period of
  * results is computed, in 64-bit integers or doubles, then encoded in the type.
+ * fp8 holds few integers exactly (float8e5m2: 1..8), so there, for sum, max,
+ * min and avg, only rank g mod nranks holds element g's value and the others
+ * hold 0: every order of the sum is exact. Products of 1s and 2s are powers
+ * of two, exact until they pass the type's largest value, then 448 (e4m3
+ * saturates) or inf in every order.
  * Broadcast: the root holds the sum pattern of its rank; the others poison.
  * Data movement (all_gather, alltoall, sendrecv): element i of rank r's send
  * buffer is ((11r + 3i) mod 61) + 1, which differs between any two of up to 61
- * ranks at every index and is exact in every type, so a block from the wrong
- * rank or at the wrong offset shows. */
+ * ranks at every index and is exact in every type (fp8: those numbers as the
+ * bits, all finite codes), so a block from the wrong rank or at the wrong
+ * offset shows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +52,16 @@ static int64_t moveValue(int r, size_t i) {
   return (int64_t)((((size_t)r % MOVE_PERIOD) * 11 + (i % MOVE_PERIOD) * 3) % MOVE_PERIOD) + 1;
 }
 
+static int isFp8(gbDataType_t dt) { return dt == gbFloat8e4m3 || dt == gbFloat8e5m2; }
+
 static int64_t redInput(const perfCheckSpec_t* s, int r, size_t g) {
-  return s->op == gbProd ? prodValue(r, g) : sumValue(r, g);
+  if (s->op == gbProd) return prodValue(r, g);
+  if (isFp8(s->dt) && (size_t)r != g % (size_t)s->nranks) return 0;
+  return sumValue(r, g);
+}
+
+static uint64_t moveBits(gbDataType_t dt, int r, size_t i) {
+  return isFp8(dt) ? (uint64_t)moveValue(r, i) : perfTypeBitsFromInt(dt, moveValue(r, i));
 }
 
 /* One period of the reduced result, from every rank's input. */
@@ -100,7 +114,7 @@ perfPattern_t* perfPatternCreate(const perfCheckSpec_t* spec) {
     if (!p->move) perfFail("out of host memory");
     for (int r = 0; r < s->nranks; r++)
       for (size_t i = 0; i < MOVE_PERIOD; i++)
-        p->move[(size_t)r * MOVE_PERIOD + i] = perfTypeBitsFromInt(s->dt, moveValue(r, i));
+        p->move[(size_t)r * MOVE_PERIOD + i] = moveBits(s->dt, r, i);
     memcpy(p->in, &p->move[(size_t)s->rank * MOVE_PERIOD], MOVE_PERIOD * sizeof(uint64_t));
   }
   return p;

@@ -1,6 +1,6 @@
-/* Data types and ops as the benchmark sees them. The float16 and bfloat16
- * encodings are written here rather than borrowed from the library, so the
- * expected values of a check do not share code with what is checked. */
+/* Data types and ops as the benchmark sees them. The float16, bfloat16 and
+ * fp8 encodings are written here rather than borrowed from the library, so
+ * the expected values of a check do not share code with what is checked. */
 #include <math.h>
 #include <string.h>
 #include "perf.h"
@@ -15,6 +15,7 @@ static const struct {
     [gbInt64] = {"int64", 8, 0},     [gbUint64] = {"uint64", 8, 0},
     [gbFloat16] = {"half", 2, 1},    [gbFloat32] = {"float", 4, 1},
     [gbFloat64] = {"double", 8, 1},  [gbBfloat16] = {"bfloat16", 2, 1},
+    [gbFloat8e4m3] = {"f8e4m3", 1, 1}, [gbFloat8e5m2] = {"f8e5m2", 1, 1},
 };
 
 static const char* const opNames[gbNumOps] = {"sum", "prod", "max", "min", "avg"};
@@ -40,15 +41,19 @@ int perfOpValid(gbRedOp_t op, gbDataType_t dt) {
 }
 
 /* IEEE-style binary format with mbits stored mantissa bits and ebits exponent
- * bits, rounded to nearest even; covers float16 (10, 5) and bfloat16 (7, 8). */
-static uint64_t encodeBinary(double d, int mbits, int ebits) {
+ * bits, rounded to nearest even; covers float16 (10, 5), bfloat16 (7, 8) and
+ * float8e5m2 (2, 5). finite: float8e4m3 (3, 4), which has no infinity: the
+ * top exponent holds numbers, all ones there is NaN, and what rounds past
+ * the largest (448) saturates to it. */
+static uint64_t encodeFormat(double d, int mbits, int ebits, int finite) {
   const int bias = (1 << (ebits - 1)) - 1;
   const int emin = 1 - bias;
   const uint64_t sign = signbit(d) ? (uint64_t)1 << (mbits + ebits) : 0;
   const uint64_t inf = (((uint64_t)1 << ebits) - 1) << mbits;
-  if (isnan(d)) return inf | ((uint64_t)1 << (mbits - 1));
+  const uint64_t maxFinite = finite ? inf | (((uint64_t)1 << mbits) - 2) : inf - 1;
+  if (isnan(d)) return finite ? inf | (((uint64_t)1 << mbits) - 1) : inf | ((uint64_t)1 << (mbits - 1));
   d = fabs(d);
-  if (isinf(d)) return sign | inf;
+  if (isinf(d)) return sign | (finite ? maxFinite : inf);
   if (d == 0.0) return sign;
   int e;
   frexp(d, &e); /* d = m * 2^e, m in [0.5, 1): floor(log2 d) = e - 1 */
@@ -60,9 +65,13 @@ static uint64_t encodeBinary(double d, int mbits, int ebits) {
   }
   if (m < (uint64_t)1 << mbits) return sign | m; /* subnormal */
   int biased = q + mbits + bias;
+  uint64_t bits = ((uint64_t)biased << mbits) | (m - ((uint64_t)1 << mbits));
+  if (finite) return sign | (biased > (1 << ebits) - 1 || bits > maxFinite ? maxFinite : bits);
   if (biased >= (1 << ebits) - 1) return sign | inf;
-  return sign | ((uint64_t)biased << mbits) | (m - ((uint64_t)1 << mbits));
+  return sign | bits;
 }
+
+static uint64_t encodeBinary(double d, int mbits, int ebits) { return encodeFormat(d, mbits, ebits, 0); }
 
 static double decodeBinary(uint64_t bits, int mbits, int ebits) {
   const int bias = (1 << (ebits - 1)) - 1;
@@ -86,6 +95,8 @@ uint64_t perfTypeBitsFromDouble(gbDataType_t dt, double v) {
   switch (dt) {
     case gbFloat16: return encodeBinary(v, 10, 5);
     case gbBfloat16: return encodeBinary(v, 7, 8);
+    case gbFloat8e4m3: return encodeFormat(v, 3, 4, 1);
+    case gbFloat8e5m2: return encodeBinary(v, 2, 5);
     case gbFloat32: {
       float f = (float)v;
       uint32_t u;
@@ -111,6 +122,13 @@ double perfTypeBitsToDouble(gbDataType_t dt, uint64_t bits) {
     case gbUint64: return (double)bits;
     case gbFloat16: return decodeBinary(bits, 10, 5);
     case gbBfloat16: return decodeBinary(bits, 7, 8);
+    case gbFloat8e4m3: { /* no infinity: the top exponent holds numbers up to 448, 0x7f is NaN */
+      if ((bits & 0x7f) == 0x7f) return NAN;
+      int e = (int)((bits >> 3) & 0xf);
+      double m = (double)(bits & 7), v = e ? ldexp(m + 8, e - 10) : ldexp(m, -9);
+      return bits & 0x80 ? -v : v;
+    }
+    case gbFloat8e5m2: return decodeBinary(bits, 2, 5);
     case gbFloat32: {
       uint32_t u = (uint32_t)bits;
       float f;

@@ -69,8 +69,8 @@ typedef enum {
   ncclFloat32 = 7,
   ncclFloat64 = 8,
   ncclBfloat16 = 9,
-  ncclFloat8e4m3 = 10, /* NCCL 2.24 and later */
-  ncclFloat8e5m2 = 11,
+  ncclFloat8e4m3 = 10, /* NCCL 2.24 and later; gpubridge's gbFloat8e4m3 (e4m3 saturates at 448) */
+  ncclFloat8e5m2 = 11, /* gbFloat8e5m2 */
   ncclNumTypes = 12
 } ncclDataType_t;
 

@@ -62,7 +62,8 @@ _Static_assert(sizeof(kernelArgs_t) == 216 && offsetof(kernelArgs_t, count) == 8
 _Static_assert(sizeof(gbFlag_t) == 32, "kernels/reduce.cu's GB_FLAG_BYTES");
 
 /* Kernel name parts by gbDataType_t and by op (sum, prod, max, min). */
-static const char* const typeNames[gbNumTypes] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16"};
+static const char* const typeNames[gbNumTypes] = {"i8",  "u8",  "i32", "u32",  "i64",    "u64",
+                                                  "f16", "f32", "f64", "bf16", "f8e4m3", "f8e5m2"};
 static const char* const opNames[4] = {"sum", "prod", "max", "min"};
 
 static struct {

@@ -13,6 +13,11 @@
  * Sends that overlap the group's receives (an in-place all-to-all) leave
  * from a device copy taken on the stream first (stage.c).
  *
+ * fp8: moved as bytes (ncclUint8), so every accepted library version moves
+ * it; reductions of fp8 never come here (plan.h's gbPlanFp8OffIsland: they
+ * run flat, reduced by gpubridge), and one that did is refused before the
+ * library sees it.
+ *
  * PreMulSum: the library's op value is the island's op. Each live one is
  * recorded with its type, so a destroyed or foreign op, or a collective of
  * another type, is refused here with its cause; the library would refuse it
@@ -33,6 +38,15 @@ static gbResult_t checkType(const gbVendorIsland_t* vi, const char* what, gbData
   if ((int)dt < 0 || dt >= gbNumTypes || gbDtypeSize(dt) == 0)
     return gbErrorSet(gbInvalidArgument, "%s %s: unknown data type %d; use a gbDataType_t",
                       gbIslandVendorGroupName(vi), what, (int)dt);
+  return gbSuccess;
+}
+
+/* A reduction's type: not fp8, which gpubridge reduces itself. */
+static gbResult_t checkReducible(const gbVendorIsland_t* vi, const char* what, gbDataType_t dt) {
+  if (gbDtypeIsFp8(dt))
+    return gbErrorSet(gbInternalError, "%s %s of %s reached the %s island: gpubridge reduces fp8 itself (the flat "
+                      "policy) and never hands it to %s; report this", gbIslandVendorGroupName(vi), what,
+                      gbDtypeName(dt), vi->desc->label, vi->desc->label);
   return gbSuccess;
 }
 
@@ -83,8 +97,11 @@ static gbResult_t checkTotal(const gbVendorIsland_t* vi, const char* what, size_
 }
 
 /* gbDataType_t and gbRedOp_t values equal NCCL's (range-checked above); an
- * op from gbNumOps up is the library's own value (preMulSumCreate). */
-static gbVendorDataType_t vendorType(gbDataType_t dt) { return (gbVendorDataType_t)dt; }
+ * op from gbNumOps up is the library's own value (preMulSumCreate). fp8
+ * travels as uint8 (only moved here), which NCCL has had since 2.0. */
+static gbVendorDataType_t vendorType(gbDataType_t dt) {
+  return gbDtypeIsFp8(dt) ? (gbVendorDataType_t)gbUint8 : (gbVendorDataType_t)dt;
+}
 static gbVendorRedOp_t vendorOp(gbRedOp_t op) { return (gbVendorRedOp_t)op; }
 
 static gbResult_t done(gbVendorIsland_t* vi, gbVendorResult_t r, const char* call, size_t count, gbDataType_t dt,
@@ -99,6 +116,7 @@ static gbResult_t allReduce(gbIsland_t* is, const void* send, void* recv, size_t
   gbVendorIsland_t* vi = is->impl;
   if (count == 0) return gbSuccess;
   GB_CHECK(checkType(vi, "all-reduce", dt));
+  GB_CHECK(checkReducible(vi, "all-reduce", dt));
   GB_CHECK(checkOp(vi, "all-reduce", op, dt));
   GB_CHECK(gbIslandVendorReady(vi, "all-reduce"));
   gbVendorResult_t r = vi->api->ncclAllReduce(send, recv, count, vendorType(dt), vendorOp(op), vi->comm, stream);
@@ -110,6 +128,7 @@ static gbResult_t reduce(gbIsland_t* is, const void* send, void* recv, size_t co
   gbVendorIsland_t* vi = is->impl;
   if (count == 0) return gbSuccess;
   GB_CHECK(checkType(vi, "reduce", dt));
+  GB_CHECK(checkReducible(vi, "reduce", dt));
   GB_CHECK(checkOp(vi, "reduce", op, dt));
   GB_CHECK(checkRoot(vi, "reduce", root));
   GB_CHECK(gbIslandVendorReady(vi, "reduce"));
@@ -144,6 +163,7 @@ static gbResult_t reduceScatter(gbIsland_t* is, const void* send, void* recv, si
   gbVendorIsland_t* vi = is->impl;
   if (count == 0) return gbSuccess;
   GB_CHECK(checkType(vi, "reduce-scatter", dt));
+  GB_CHECK(checkReducible(vi, "reduce-scatter", dt));
   GB_CHECK(checkOp(vi, "reduce-scatter", op, dt));
   GB_CHECK(checkTotal(vi, "reduce-scatter", count, dt));
   GB_CHECK(gbIslandVendorReady(vi, "reduce-scatter"));
@@ -275,6 +295,7 @@ static gbResult_t preMulSumCreate(gbIsland_t* is, void* scalar, gbDataType_t dt,
     return gbErrorSet(gbInvalidArgument, "%s PreMulSum op: the %s is NULL", name,
                       scalar == NULL ? "scalar" : "output op pointer");
   GB_CHECK(checkType(vi, "PreMulSum op", dt));
+  GB_CHECK(checkReducible(vi, "PreMulSum op", dt));
   gbVendorScalarResidence_t where;
   switch (residence) {
     case gbScalarDevice: where = GB_VENDOR_SCALAR_DEVICE; break;

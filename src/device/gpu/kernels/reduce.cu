@@ -5,8 +5,9 @@
  * dst = the fold of src[0..nsrc-1] with gbReduceOrdered's order and bits
  * (src/base/dtype.c, docs/REDUCTION_ORDER.md): left to right; with ring and
  * nsrc >= 3, ring slice j = [floor(j*count/n), floor((j+1)*count/n)) folded
- * from member (j+1) mod n. float16/bfloat16 widen to float with the host's bit
- * conversions and round back at every step; integers wrap (sum, prod in the
+ * from member (j+1) mod n. float16/bfloat16 and the fp8 types widen to float
+ * with the host's bit conversions (base/dtype.c, base/fp8.h) and round back
+ * at every step; integers wrap (sum, prod in the
  * unsigned type; max, min compare signed); avg is sum, then one division
  * (floats only). No contraction (built with -fmad=false / -ffp-contract=off),
  * no flushing of subnormals, IEEE division.
@@ -213,6 +214,63 @@ static __device__ inline gbU16 floatToBf16(float f) {
   return (gbU16)(x >> 16);
 }
 
+/* ------------------------------------------ float8e4m3 / float8e5m2 (base/fp8.h) */
+/* Exact to float (a NaN quiet, with its sign); from float, round to nearest
+ * even: e4m3 saturates to +-448 (infinities too), e5m2 overflows to inf; NaN
+ * is sign | 0x7f. Not CUDA's __nv_fp8 types: the bits are the host's. */
+
+static __device__ inline float e4m3ToFloat(gbU8 b) {
+  gbU32 sign = (gbU32)(b & 0x80) << 24;
+  gbU32 exp = (b >> 3) & 0xf, mant = b & 0x7;
+  if ((b & 0x7f) == 0x7f) return bitsf(sign | 0x7fc00000u);
+  if (exp == 0) return bitsf(sign | fbits((float)mant * 0.001953125f));
+  return bitsf(sign | (exp - 7 + 127) << 23 | mant << 20);
+}
+
+static __device__ inline float e5m2ToFloat(gbU8 b) {
+  gbU32 sign = (gbU32)(b & 0x80) << 24;
+  gbU32 exp = (b >> 2) & 0x1f, mant = b & 0x3;
+  if (exp == 0x1f) return bitsf(sign | 0x7f800000u | mant << 21 | (mant ? 0x00400000u : 0));
+  if (exp == 0) return bitsf(sign | fbits((float)mant * 1.52587890625e-05f));
+  return bitsf(sign | (exp - 15 + 127) << 23 | mant << 21);
+}
+
+static __device__ inline gbU8 fp8Subnormal(gbU32 a, gbU32 shift) {
+  if (shift > 24) return 0;
+  gbU32 mant = (a & 0x7fffff) | 0x800000;
+  gbU32 r = mant >> shift, rest = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  if (rest > halfway || (rest == halfway && (r & 1))) r++;
+  return (gbU8)r;
+}
+
+__device__ GB_NOINLINE gbU8 reduceFloatToE4m3(float f) {
+  gbU32 x = fbits(f);
+  gbU8 sign = (gbU8)((x >> 24) & 0x80);
+  gbU32 a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (gbU8)(sign | 0x7f);
+  if (a > 0x43e80000u) return (gbU8)(sign | 0x7e);
+  if (a >= 0x3c800000u) {
+    gbU32 r = (a >> 20) - ((127 - 7) << 3), rest = a & 0xfffff;
+    if (rest > 0x80000 || (rest == 0x80000 && (r & 1))) r++;
+    return (gbU8)(sign | r);
+  }
+  return (gbU8)(sign | fp8Subnormal(a, 141 - (a >> 23)));
+}
+
+__device__ GB_NOINLINE gbU8 reduceFloatToE5m2(float f) {
+  gbU32 x = fbits(f);
+  gbU8 sign = (gbU8)((x >> 24) & 0x80);
+  gbU32 a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (gbU8)(sign | 0x7f);
+  if (a >= 0x47800000u) return (gbU8)(sign | 0x7c);
+  if (a >= 0x38800000u) {
+    gbU32 r = (a >> 21) - ((127 - 15) << 2), rest = a & 0x1fffff;
+    if (rest > 0x100000 || (rest == 0x100000 && (r & 1))) r++;
+    return (gbU8)(sign | r);
+  }
+  return (gbU8)(sign | fp8Subnormal(a, 134 - (a >> 23)));
+}
+
 /* ------------------------------------------------------------------- ops */
 /* Each: T apply(T acc, T in, rule) and T finish(T acc, divisor, rule). */
 
@@ -263,19 +321,33 @@ struct FMin {
   static __device__ inline F finish(F x, int d, gbU32) { return divideBy(x, d); }
 };
 
-/* 16-bit floats: widen, apply in float, round back (every step, and the division). */
+/* 16- and 8-bit floats: widen, apply in float, round back (every step, and
+ * the division). C::T is the stored type. */
 struct Half {
+  typedef gbU16 T;
   static __device__ inline float in(gbU16 v) { return reduceHalfToFloat(v); }
   static __device__ inline gbU16 out(float f) { return reduceFloatToHalf(f); }
 };
 struct Bf16 {
+  typedef gbU16 T;
   static __device__ inline float in(gbU16 v) { return bf16ToFloat(v); }
   static __device__ inline gbU16 out(float f) { return floatToBf16(f); }
 };
+struct E4m3 {
+  typedef gbU8 T;
+  static __device__ inline float in(gbU8 v) { return e4m3ToFloat(v); }
+  static __device__ inline gbU8 out(float f) { return reduceFloatToE4m3(f); }
+};
+struct E5m2 {
+  typedef gbU8 T;
+  static __device__ inline float in(gbU8 v) { return e5m2ToFloat(v); }
+  static __device__ inline gbU8 out(float f) { return reduceFloatToE5m2(f); }
+};
 template <typename C, typename FOp>
 struct Narrow {
-  static __device__ inline gbU16 apply(gbU16 x, gbU16 y, gbU32 r) { return C::out(FOp::apply(C::in(x), C::in(y), r)); }
-  static __device__ inline gbU16 finish(gbU16 x, int d, gbU32) { return d > 0 ? C::out(divideBy(C::in(x), d)) : x; }
+  typedef typename C::T T;
+  static __device__ inline T apply(T x, T y, gbU32 r) { return C::out(FOp::apply(C::in(x), C::in(y), r)); }
+  static __device__ inline T finish(T x, int d, gbU32) { return d > 0 ? C::out(divideBy(C::in(x), d)) : x; }
 };
 
 /* ---------------------------------------------------------------- kernel */
@@ -434,10 +506,10 @@ static __device__ inline void reduceAll(const gbReduceKernelArgs& a) {
   GB_KERNEL(NAME##_min, F, FMin<F>)
 
 #define GB_NARROW_KERNELS(NAME, C)                      \
-  GB_KERNEL(NAME##_sum, gbU16, Narrow<C, FSum<float> >)   \
-  GB_KERNEL(NAME##_prod, gbU16, Narrow<C, FProd<float> >) \
-  GB_KERNEL(NAME##_max, gbU16, Narrow<C, FMax<float> >)   \
-  GB_KERNEL(NAME##_min, gbU16, Narrow<C, FMin<float> >)
+  GB_KERNEL(NAME##_sum, C::T, Narrow<C, FSum<float> >)   \
+  GB_KERNEL(NAME##_prod, C::T, Narrow<C, FProd<float> >) \
+  GB_KERNEL(NAME##_max, C::T, Narrow<C, FMax<float> >)   \
+  GB_KERNEL(NAME##_min, C::T, Narrow<C, FMin<float> >)
 
 GB_INT_KERNELS(i8, gbI8, gbU8)
 GB_INT_KERNELS(u8, gbU8, gbU8)
@@ -449,3 +521,5 @@ GB_NARROW_KERNELS(f16, Half)
 GB_FLOAT_KERNELS(f32, float)
 GB_FLOAT_KERNELS(f64, double)
 GB_NARROW_KERNELS(bf16, Bf16)
+GB_NARROW_KERNELS(f8e4m3, E4m3)
+GB_NARROW_KERNELS(f8e5m2, E5m2)
