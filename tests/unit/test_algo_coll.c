@@ -20,6 +20,7 @@
 #include "base/result.h"
 #include "net/net.h"
 #include "os/socket.h"
+#include "unit/fp8_ref.h"
 #include "unit/loopback_group.h"
 
 #define MAX_N 5
@@ -115,13 +116,13 @@ static size_t checkPattern(const unsigned char* p, size_t bytes, uint64_t key) {
 }
 
 static size_t esizeOf(gbDataType_t dt) {
-  static const size_t sizes[gbNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const size_t sizes[gbNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   return sizes[dt];
 }
 
 static const char* dtName(gbDataType_t dt) {
-  static const char* names[gbNumTypes] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                          "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* names[gbNumTypes] = {"int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
+                                          "float16", "float32", "float64",  "bfloat16",   "float8e4m3", "float8e5m2"};
   return names[dt];
 }
 
@@ -156,6 +157,8 @@ static void valueAt(void* p, gbDataType_t dt, uint64_t seed, int m, size_t e) {
     case gbFloat32: { float v = (float)realOf(h); memcpy(p, &v, 4); break; }
     case gbFloat64: { double v = realOf(h); memcpy(p, &v, 8); break; }
     case gbBfloat16: { uint16_t v = toBf16((float)realOf(h)); memcpy(p, &v, 2); break; }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: { uint8_t v = encode(fp8Fmt(dt), realOf(h)); memcpy(p, &v, 1); break; }
     default: memcpy(p, &h, esizeOf(dt)); break; /* integers: any bits (little endian) */
   }
 }
@@ -220,6 +223,16 @@ static void refOp(void* acc, const void* x, gbDataType_t dt, gbRedOp_t op) {
       memcpy(acc, &a, 2);
       break;
     }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: { /* the exact result in double, rounded once */
+      const fmt_t* f = fp8Fmt(dt);
+      uint8_t a, b;
+      memcpy(&a, acc, 1);
+      memcpy(&b, x, 1);
+      a = encode(f, opD(value(f, a), value(f, b), op));
+      memcpy(acc, &a, 1);
+      break;
+    }
     default: break;
   }
 }
@@ -230,6 +243,8 @@ static void refDivide(void* acc, gbDataType_t dt, int d) {
     case gbFloat64: { double a; memcpy(&a, acc, 8); a = a / (double)d; memcpy(acc, &a, 8); break; }
     case gbFloat16: { _Float16 a; memcpy(&a, acc, 2); a = (_Float16)((float)a / (float)d); memcpy(acc, &a, 2); break; }
     case gbBfloat16: { uint16_t a; memcpy(&a, acc, 2); a = toBf16(fromBf16(a) / (float)d); memcpy(acc, &a, 2); break; }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: { uint8_t a; memcpy(&a, acc, 1); a = encode(fp8Fmt(dt), value(fp8Fmt(dt), a) / d); memcpy(acc, &a, 1); break; }
     default: break;
   }
 }
@@ -242,6 +257,8 @@ static int isNanBits(const void* p, gbDataType_t dt) {
     case gbBfloat16: { uint16_t u; memcpy(&u, p, 2); return (u & 0x7f80) == 0x7f80 && (u & 0x7f); }
     case gbFloat32: { float f; memcpy(&f, p, 4); return f != f; }
     case gbFloat64: { double f; memcpy(&f, p, 8); return f != f; }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: return isNaNCode(fp8Fmt(dt), *(const uint8_t*)p);
     default: return 0;
   }
 }
@@ -299,6 +316,13 @@ static void refScale(void* out, const void* x, const void* s, gbDataType_t dt) {
       memcpy(out, &r, 2);
       break;
     }
+    case gbFloat8e4m3:
+    case gbFloat8e5m2: { /* the product of two 4-bit significands is exact in double: rounded once */
+      const fmt_t* f = fp8Fmt(dt);
+      uint8_t r = encode(f, value(f, *(const uint8_t*)x) * value(f, *(const uint8_t*)s));
+      memcpy(out, &r, 1);
+      break;
+    }
     default: break;
   }
 #undef REF_SCALE_INT
@@ -330,6 +354,7 @@ static int testScaleBy(void) {
         if (dt == gbBfloat16) memcpy(s, &b, 2);
         if (dt == gbFloat32) memcpy(s, &f, 4);
         if (dt == gbFloat64) memcpy(s, &chosen[si], 8);
+        if (dt == gbFloat8e4m3 || dt == gbFloat8e5m2) s[0] = encode(fp8Fmt(dt), chosen[si]);
       }
       for (size_t i = 0; i < C; i++) {
         uint64_t h = h3(0xb175, (uint64_t)d * 16 + (uint64_t)si, i);
