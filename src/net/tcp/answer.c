@@ -2,12 +2,14 @@
  * (and after the shared-memory offer, for a same-host peer): accepted, over
  * TCP or shared memory, or refused because the accepting rank failed before
  * it took the connection, with that failure's cause (who failed first). The
- * connecting side reads it first, so every connection's first answer is this fixed message, over TCP and shared memory alike, and never
+ * connecting side reads it first, so the first thing every connection
+ * receives is this fixed message, over TCP and shared memory alike, never
  * data. A same-host pair waits for it in connect (the offer needs it); over
- * TCP alone connect returns at once and the answer is read before the
- * first data that socket 0 receives, or when the connection fails (so a
- * one-thread connect-then-accept still works). Only connections whose hello passed (this job's secret, this
- * communicator) are answered: strangers hear nothing (net/pending.c). */
+ * TCP alone connect returns at once and the answer is read before the first
+ * data socket 0 receives, or when the connection fails (so connect, then
+ * accept, on one thread still works). Only connections whose hello passed
+ * (this job's secret, this communicator) are answered: strangers hear
+ * nothing (net/pending.c). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -84,6 +86,12 @@ static gbResult_t judge(gbNetConn_t* c, const answer_t* a, int* status) {
 
 gbResult_t gbNetTcpAnswerPoll(gbNetConn_t* c) {
   char err[128], msg[sizeof(c->errMsg)];
+  /* This rank shut the connection down itself: the answer no longer
+   * matters, and the end read below would be its own (xfer.c says so). */
+  if (atomic_load(&c->shut)) {
+    c->answerLeft = 0;
+    return gbSuccess;
+  }
   size_t have = sizeof(answer_t) - c->answerLeft;
   ssize_t n = gbSockTryRecv(c->socks[0].fd, c->answerBuf + have, c->answerLeft, err, sizeof(err));
   if (n < 0) {
