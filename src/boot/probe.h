@@ -12,7 +12,7 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 6u /* 6: the root acknowledges each probe (boot/root.h) */
+#define GB_PROBE_VERSION 7u /* 6: the root acknowledges each probe (boot/root.h); 7: every connection waits for its answer (net/tcp/answer.c) */
 
 /* gbProbe_t.kind */
 #define GB_PROBE_RANK 0   /* a rank's facts */

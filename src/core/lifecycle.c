@@ -58,6 +58,9 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
     shutdownGroup(c, &c->island);
     shutdownGroup(c, &c->bridge);
     shutdownGroup(c, &c->world);
+    /* Peers whose connections this rank filed but never took (or that
+     * connect before teardown) hear the cause in the answer, not a close. */
+    if (c->listener) c->net->listenerFail(c->listener, &c->cause);
     gbCommStagesFail(c);
   }
   pthread_mutex_unlock(&c->errorLock);

@@ -74,6 +74,10 @@ typedef struct gbNetOps {
    * is complete. */
   gbResult_t (*accept)(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
                        gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
+  /* This rank failed (cause: who failed first): a connection filed and not
+   * yet accepted, or filed from now on, is answered with the cause instead
+   * of a bare close, so its peer names that rank. */
+  void (*listenerFail)(gbNetListener_t* l, const gbNetCause_t* cause);
   void (*listenerClose)(gbNetListener_t* l);
 
   /* Opens hello->nsocks sockets to addr, each sending the hello. */

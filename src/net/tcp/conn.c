@@ -58,16 +58,26 @@ gbResult_t gbNetTcpConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, 
     }
   }
   GB_CHECK(gbNetTcpConnCreate(fds, n, label, out));
-  if (label.sameHost) {
-    res = gbNetTcpShmOffer(*out, deadline, abortFlag);
-    if (res != gbSuccess) {
-      gbNetTcpClose(*out);
-      *out = NULL;
-    }
+  /* The accepting side answers on socket 0 (answer.c): a same-host pair
+   * waits for it after the offer of shared memory; over TCP alone it is
+   * read before socket 0's first data. */
+  if (!label.sameHost) {
+    gbNetTcpAnswerExpect(*out);
+    return gbSuccess;
+  }
+  res = gbNetTcpShmOffer(*out, deadline, abortFlag);
+  if (res != gbSuccess) {
+    gbNetTcpClose(*out);
+    *out = NULL;
   }
   return res;
 fail:
   for (int i = 0; i < opened; i++) gbSockClose(fds[i]);
+  if (!(abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed))) {
+    /* Refused, reset or silent: that peer is the one at fault. */
+    gbNetCause_t k = {.faultRank = label.peerRank, .seenBy = -1, .code = res};
+    gbNetNoteFailure(gbErrorLast(), &k);
+  }
   return res;
 }
 

@@ -29,6 +29,7 @@
 
 typedef struct {
   int srcRank, tag, nsocks, count;
+  int refused; /* socket 0 has the failed listener's refusal */
   int fds[GB_NET_TCP_MAX_SOCKS];
 } filed_t;
 
@@ -46,9 +47,12 @@ struct gbNetListener {
   gbNetPending_t pend; /* connections waiting for their hello */
   filed_t* filed;
   int nfiled, filedCap;
+  int failed;          /* this rank failed: filed connections hear cause, never accept */
+  gbNetCause_t cause;
 };
 
 static void* serveMain(void* arg);
+static void refuseFiled(gbNetListener_t* l);
 static const gbNetPendingOps_t helloOps;
 
 static void freeListener(gbNetListener_t* l) {
@@ -152,8 +156,33 @@ static filed_t* fileEntry(gbNetListener_t* l, const gbNetHello_t* h) {
   f->tag = h->tag;
   f->nsocks = h->nsocks;
   f->count = 0;
+  f->refused = 0;
   for (int i = 0; i < GB_NET_TCP_MAX_SOCKS; i++) f->fds[i] = -1;
   return f;
+}
+
+/* A failed listener answers every filed connection's socket 0 with its
+ * cause, once (answer.c); the sockets stay filed until the close. */
+static void refuseFiled(gbNetListener_t* l) {
+  if (!l->failed) return;
+  for (int i = 0; i < l->nfiled; i++) {
+    filed_t* f = &l->filed[i];
+    if (!f->refused && f->fds[0] >= 0) {
+      gbNetTcpAnswerRefuse(f->fds[0], &l->cause);
+      f->refused = 1;
+    }
+  }
+}
+
+void gbNetTcpListenerFail(gbNetListener_t* l, const gbNetCause_t* cause) {
+  if (l == NULL || cause == NULL) return;
+  pthread_mutex_lock(&l->lock);
+  if (!l->failed) {
+    l->failed = 1;
+    l->cause = *cause;
+    refuseFiled(l);
+  }
+  pthread_mutex_unlock(&l->lock);
 }
 
 /* Garbage is refused as soon as the magic is wrong, not after 10 s. */
@@ -177,6 +206,7 @@ static const char* takeHello(void* ctx, const gbNetPendingConn_t* c, char* why, 
   f->count++;
   GB_TRACE(GB_LOG_NET, "rank %d tag %d: socket %d of %d arrived", f->srcRank, f->tag, (int)h.sockIndex, f->nsocks);
   if (f->count == f->nsocks) pthread_cond_broadcast(&l->filedCond);
+  refuseFiled(l);
   return NULL;
 }
 
@@ -271,7 +301,8 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
       *f = l->filed[--l->nfiled];
       pthread_mutex_unlock(&l->lock);
       GB_CHECK(gbNetTcpConnCreate(got.fds, got.nsocks, label, out));
-      res = label.sameHost ? gbNetTcpShmAnswer(*out, deadline, abortFlag) : gbSuccess;
+      res = label.sameHost ? gbNetTcpShmAnswer(*out, deadline, abortFlag)
+                           : gbNetTcpAnswerSend(*out, GB_NET_ANSWER_TCP, deadline, abortFlag);
       if (res != gbSuccess) {
         gbNetTcpClose(*out);
         *out = NULL;
@@ -286,11 +317,14 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
       char sb[32], part[64] = "";
       if (f != NULL) snprintf(part, sizeof(part), " (%d of its %d sockets arrived)", f->count, f->nsocks);
       pthread_mutex_unlock(&l->lock);
-      return gbErrorSet(gbTimeout,
-                        "rank %d did not connect (group %s) within %s s%s; is it running, and can "
-                        "it reach %s? GPUBRIDGE_SOCKET_IFNAME picks the interface, GPUBRIDGE_TIMEOUT the limit",
-                        srcRank, group, secsText((double)(gbClockNowNs() - start) / 1e9, sb, sizeof(sb)),
-                        part, l->addrText);
+      res = gbErrorSet(gbTimeout,
+                       "rank %d did not connect (group %s) within %s s%s; is it running, and can "
+                       "it reach %s? GPUBRIDGE_SOCKET_IFNAME picks the interface, GPUBRIDGE_TIMEOUT the limit",
+                       srcRank, group, secsText((double)(gbClockNowNs() - start) / 1e9, sb, sizeof(sb)),
+                       part, l->addrText);
+      gbNetCause_t k = {.faultRank = srcRank, .seenBy = -1, .code = gbTimeout}; /* the rank that stalled */
+      gbNetNoteFailure(gbErrorLast(), &k);
+      return res;
     }
     /* The serving thread files connections and wakes this wait. */
     gbCondWaitMs(&l->filedCond, &l->lock, gbDeadlineRemainingMs(deadline, POLL_CAP_MS));
@@ -300,6 +334,9 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
 void gbNetTcpListenerClose(gbNetListener_t* l) {
   if (l == NULL) return;
   pthread_mutex_lock(&l->lock);
+  /* A failed rank files and answers what already arrived (a peer that
+   * connected while this rank failed) before it stops listening. */
+  if (l->failed) (void)serveLocked(l);
   l->stop = 1;
   pthread_mutex_unlock(&l->lock);
   uint64_t one = 1;
@@ -308,7 +345,7 @@ void gbNetTcpListenerClose(gbNetListener_t* l) {
   gbSockClose(l->fd);
   gbNetPendingFini(&l->pend, "the listener closed before a full hello arrived");
   for (int i = 0; i < l->nfiled; i++)
-    for (int k = 0; k < GB_NET_TCP_MAX_SOCKS; k++) gbSockClose(l->filed[i].fds[k]);
+    for (int k = 0; k < GB_NET_TCP_MAX_SOCKS; k++) gbNetTcpAnswerClose(l->filed[i].fds[k]);
   close(l->wakeFd);
   pthread_mutex_destroy(&l->lock);
   pthread_cond_destroy(&l->filedCond);

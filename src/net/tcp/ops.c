@@ -7,6 +7,7 @@ const gbNetOps_t gbNetTcpOps = {
     .listenerAddr = gbNetTcpListenerAddr,
     .listenerServe = gbNetTcpListenerServe,
     .accept = gbNetTcpAccept,
+    .listenerFail = gbNetTcpListenerFail,
     .listenerClose = gbNetTcpListenerClose,
     .connect = gbNetTcpConnect,
     .isend = gbNetTcpIsend,

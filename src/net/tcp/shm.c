@@ -107,8 +107,15 @@ gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_
   char what[96];
   snprintf(what, sizeof(what), "%s: shared-memory offer to rank %d", c->group, c->peerRank);
   gbResult_t res = gbSockSendAll(c->socks[0].fd, &o, sizeof(o), deadline, abortFlag, what);
-  uint8_t ack = 0;
-  if (res == gbSuccess) res = gbSockRecvAll(c->socks[0].fd, &ack, 1, deadline, abortFlag, what);
+  if (res != gbSuccess && !(abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed))) {
+    gbNetCause_t k = {.faultRank = c->peerRank, .seenBy = -1, .code = res};
+    char msg[sizeof(c->errMsg)];
+    snprintf(msg, sizeof(msg), "%s", gbErrorLast());
+    res = gbNetTcpConnFail(c, res, msg, &k);
+  }
+  int status = 0;
+  if (res == gbSuccess) res = gbNetTcpAnswerRead(c, deadline, abortFlag, &status);
+  int ack = status == GB_NET_ANSWER_SHM;
   /* The peer has its own descriptor or mapping now (or never will): ours
    * can go, the mapping keeps the memory. */
   if (o.fd >= 0) close(o.fd);
@@ -131,7 +138,15 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic
   offer_t o;
   char what[96];
   snprintf(what, sizeof(what), "%s: shared-memory offer from rank %d", c->group, c->peerRank);
-  GB_CHECK(gbSockRecvAll(c->socks[0].fd, &o, sizeof(o), deadline, abortFlag, what));
+  gbResult_t got = gbSockRecvAll(c->socks[0].fd, &o, sizeof(o), deadline, abortFlag, what);
+  if (got != gbSuccess) {
+    if (abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed)) return got;
+    /* It closed or stalled before its offer: that peer is the one at fault. */
+    gbNetCause_t k = {.faultRank = c->peerRank, .seenBy = -1, .code = got};
+    char msg[sizeof(c->errMsg)];
+    snprintf(msg, sizeof(msg), "%s", gbErrorLast());
+    return gbNetTcpConnFail(c, got, msg, &k);
+  }
   void* base = NULL;
   if (o.magic == OFFER_MAGIC && o.ringBytes == RING_BYTES && o.pid > 0 && o.fd >= 0 && wanted(c)) {
     const char* why = "";
@@ -147,8 +162,8 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic
       base = NULL;
     }
   }
-  uint8_t ack = base != NULL;
-  gbResult_t res = gbSockSendAll(c->socks[0].fd, &ack, 1, deadline, abortFlag, what);
+  int ack = base != NULL;
+  gbResult_t res = gbNetTcpAnswerSend(c, ack ? GB_NET_ANSWER_SHM : GB_NET_ANSWER_TCP, deadline, abortFlag);
   if (ack && res == gbSuccess) {
     attach(c, base, 0);
     GB_INFO(GB_LOG_NET, "%s: rank %d is on this host: shared-memory rings of %zu KiB", c->group, c->peerRank,

@@ -50,6 +50,8 @@ struct gbNetConn {
   char errMsg[512];
   int blamed;           /* blame is set: the cause behind err (gbNetNoteFailure) */
   gbNetCause_t blame;
+  size_t answerLeft;    /* bytes of the accepting side's answer still to read on socket 0 (answer.c) */
+  char answerBuf[264];
 };
 
 gbResult_t gbNetTcpListen(const gbSockAddr_t* addr, const uint8_t* secret, uint64_t commHash,
@@ -77,6 +79,29 @@ void gbNetTcpReqInfo(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* 
  * the accepting side answers. Either side may fall back to TCP. */
 gbResult_t gbNetTcpShmOffer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag);
 gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag);
+/* The accepting side's answer on socket 0 (answer.c): every connection
+ * waits for it in connect. */
+enum { GB_NET_ANSWER_TCP = 1, GB_NET_ANSWER_SHM = 2, GB_NET_ANSWER_REFUSED = 3 };
+gbResult_t gbNetTcpAnswerSend(gbNetConn_t* c, int status, gbDeadline_t deadline, const atomic_int* abortFlag);
+/* The connecting side: *status TCP or SHM; a refusal, a close or silence
+ * until the deadline fails the connection, naming
+ * the rank at fault. */
+gbResult_t gbNetTcpAnswerRead(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag, int* status);
+/* Over TCP alone: the answer is read later (answerLeft), before socket 0's
+ * first received data; AnswerPoll reads what has come without blocking and
+ * fails the connection on a refusal or a close. */
+void gbNetTcpAnswerExpect(gbNetConn_t* c);
+gbResult_t gbNetTcpAnswerPoll(gbNetConn_t* c);
+/* A failed listener's answer to a filed socket 0 it will never accept:
+ * refused, with cause; never blocks. */
+void gbNetTcpAnswerRefuse(int fd, const gbNetCause_t* cause);
+/* Closes a socket the listener answered or filed, reading first what the
+ * peer sent, so the peer sees an orderly end after the answer. */
+void gbNetTcpAnswerClose(int fd);
+/* From then on the listener refuses every connection it filed or files
+ * (gbNetOps_t.listenerFail). */
+void gbNetTcpListenerFail(gbNetListener_t* l, const gbNetCause_t* cause);
+
 /* Moves what the rings allow for the queued requests, both directions. */
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c);
 /* Leaves cause (may be NULL) in the segment for the peer, then marks our

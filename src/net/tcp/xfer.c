@@ -28,6 +28,8 @@ static gbResult_t fail(gbNetConn_t* c, const gbNetReq_t* r, const char* err, int
              c->group, c->peerRank, dirWord(r->dir), r->bytes);
     return gbNetTcpConnFail(c, gbRemoteError, msg, NULL);
   }
+  /* A peer that failed before it took this connection answered why. */
+  if (c->answerLeft > 0 && gbNetTcpAnswerPoll(c) != gbSuccess) return c->err;
   if (e == 0 || e == ECONNRESET || e == EPIPE) {
     char how[160] = "";
     if (e != 0) snprintf(how, sizeof(how), " (%s)", err);
@@ -69,9 +71,11 @@ static gbResult_t drive(gbNetConn_t* c, int s, int dir) {
 
 static gbResult_t progress(gbNetConn_t* c) {
   if (c->shm) return gbNetTcpShmProgress(c);
+  if (c->answerLeft > 0) GB_CHECK(gbNetTcpAnswerPoll(c));
   for (int s = 0; s < c->nsocks; s++) {
     for (int dir = 0; dir < 2; dir++)
-      if (c->socks[s].cur[dir] != NULL) GB_CHECK(drive(c, s, dir));
+      if (c->socks[s].cur[dir] != NULL && !(s == 0 && dir == GB_DIR_RECV && c->answerLeft > 0))
+        GB_CHECK(drive(c, s, dir));
   }
   return gbSuccess;
 }
@@ -159,7 +163,8 @@ int gbNetTcpPollFds(gbNetReq_t* r, uint64_t round, struct pollfd* fds, int max) 
   c->pollRound = round;
   int m = 0;
   for (int s = 0; s < c->nsocks && m < max; s++) {
-    short ev = (short)((c->socks[s].cur[GB_DIR_SEND] ? POLLOUT : 0) | (c->socks[s].cur[GB_DIR_RECV] ? POLLIN : 0));
+    short ev = (short)((c->socks[s].cur[GB_DIR_SEND] ? POLLOUT : 0) |
+                       (c->socks[s].cur[GB_DIR_RECV] || (s == 0 && c->answerLeft > 0) ? POLLIN : 0));
     if (ev != 0) fds[m++] = (struct pollfd){c->socks[s].fd, ev, 0};
   }
   return m;
