@@ -8,8 +8,10 @@
  *
  * Every rank all-reduces rank-dependent values and checks the sums. As NCCL
  * leaves it to the program to hand the unique id from rank 0 to the others
- * (MPI_Bcast, a store), here it goes through the file ID_FILE: rank 0 writes
- * it, the others wait for it, rank 0 removes it once every rank has joined.
+ * (MPI_Bcast, a store), here it goes through a file: ID_FILE.<MASTER_PORT>
+ * (the launcher's port names this job, so a file an earlier failed run left
+ * is not read), which rank 0 writes, the others wait for, and rank 0
+ * removes once every rank has joined.
  * NCCL also leaves streams and copies to CUDA; so that the program runs
  * without CUDA (simulated ranks) as well as on GPUs, it takes them from
  * gpubridge (gbStreamCreate, gbMemcpyToDevice: CUDA streams and copies on a
@@ -33,7 +35,7 @@ static int fail(const char* what, ncclResult_t res) {
 static int envInt(const char* name) {
   const char* text = getenv(name);
   if (!text) {
-    fprintf(stderr, "nccl_allreduce: %s is not set: start it with a launcher (gpubridge-run, torchrun, mpirun)\n", name);
+    fprintf(stderr, "nccl_allreduce: %s is not set: start it with gpubridge-run or torchrun, which set RANK, WORLD_SIZE and MASTER_PORT\n", name);
     exit(1);
   }
   return atoi(text);
@@ -42,7 +44,7 @@ static int envInt(const char* name) {
 /* Rank 0 writes the id to a temporary name and renames it, so no rank reads half a file. */
 static int shareId(const char* path, int rank, ncclUniqueId* id) {
   if (rank == 0) {
-    char tmp[4096];
+    char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE* f = fopen(tmp, "wb");
     if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
@@ -70,17 +72,19 @@ static int shareId(const char* path, int rank, ncclUniqueId* id) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: nccl_allreduce ID_FILE (a path every rank can read; rank 0 writes it)\n");
+    fprintf(stderr, "usage: nccl_allreduce ID_FILE (a path every rank can read; rank 0 writes ID_FILE.<MASTER_PORT>)\n");
     return 2;
   }
   int rank = envInt("RANK"), nranks = envInt("WORLD_SIZE");
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.%d", argv[1], envInt("MASTER_PORT"));
   ncclUniqueId id;
   ncclResult_t res;
   if (rank == 0 && (res = ncclGetUniqueId(&id)) != ncclSuccess) return fail("ncclGetUniqueId", res);
-  if (shareId(argv[1], rank, &id) != 0) return 1;
+  if (shareId(path, rank, &id) != 0) return 1;
   ncclComm_t comm;
   if ((res = ncclCommInitRank(&comm, nranks, id, rank)) != ncclSuccess) return fail("ncclCommInitRank", res);
-  if (rank == 0) remove(argv[1]); /* every rank has joined, so every rank has read it */
+  if (rank == 0) remove(path); /* every rank has joined, so every rank has read it */
 
   static double host[COUNT];
   for (int i = 0; i < COUNT; i++) host[i] = (double)(rank + 1) * i;

@@ -6,9 +6,10 @@
  *   bits, infinities 0x7c/0xfc, NaN above them, largest finite 57344,
  *   smallest subnormal 2^-16.
  * To float: exact; a NaN comes out quiet with its sign. From float: round to
- * nearest even, bit for bit torch's conversion (2.13): float8e4m3, which has
- * no infinity, saturates: what rounds beyond 448 (magnitudes above 464) and
- * infinities give +-448 (CUDA's __NV_SATFINITE);
+ * nearest even, bit for bit torch's conversion (2.13; torch 2.8 gives NaN
+ * where 2.13 saturates): float8e4m3, which has no infinity, saturates: what
+ * rounds beyond 448 (magnitudes above 464) and infinities give +-448 (CUDA's
+ * __NV_SATFINITE);
  * float8e5m2 gives infinity for what rounds beyond 57344 (from 61440 up),
  * as IEEE does. A NaN becomes sign | 0x7f in both types. Header-only so the
  * host kernels inline them; the GPU kernels (device/gpu/kernels/reduce.cu)

@@ -45,23 +45,25 @@ static gbResult_t notTheRoot(int how, const char* err, const gbBootId_t* id, con
                              const char* rootText) {
   int port = gbSockAddrPort(&id->root);
   int report = mine->kind == GB_PROBE_REPORT;
-  char who[48], came[192], text[1024];
+  char who[48], came[384], text[1024];
   if (report) snprintf(who, sizeof(who), "this process's report");
   else snprintf(who, sizeof(who), "rank %d's probe", mine->rank);
   if (how == SILENT)
     snprintf(came, sizeof(came), "did not acknowledge %s within %.1f s (this job's root does at once)", who,
              GB_BOOT_ACK_SECONDS);
   else if (how == CLOSED)
-    snprintf(came, sizeof(came), "closed the connection (%s) without acknowledging %s (another job's root, or one "
-             "that refused this rank: see its log)", err, who);
+    snprintf(came, sizeof(came), "closed the connection (%s) without acknowledging %s (another program, or a "
+             "gpubridge root of another job or version that refused this rank: its log says why)", err, who);
   else
     snprintf(came, sizeof(came), "answered %s with bytes that are no gpubridge root's", who);
   int used = snprintf(text, sizeof(text), "what listens on %s, the rendezvous root's address, is not this job's "
                       "rendezvous root: it %s", rootText, came);
+  /* Silence or foreign bytes are another program's; a close may also be
+   * a gpubridge root refusing this rank (another communicator or version). */
   if (!report && used > 0 && (size_t)used < sizeof(text))
-    snprintf(text + used, sizeof(text) - (size_t)used, ". Another program holds the port, so rank 0 could not listen "
-             "there; choose a free port (MASTER_PORT; gpubridge-run --port) or find the process holding it: "
-             "ss -ltnp 'sport = :%d'", port);
+    snprintf(text + used, sizeof(text) - (size_t)used, ". %s, so rank 0 could not listen there; choose a free port "
+             "(MASTER_PORT; gpubridge-run --port) or find the process holding it: ss -ltnp 'sport = :%d'",
+             how == CLOSED ? "If another program holds the port" : "Another program holds the port", port);
   gbResult_t res = how == CLOSED ? gbRemoteError : gbSystemError;
   if (!report) return gbErrorSet(res, "%s", text);
   GB_INFO(GB_LOG_BOOT, "%s", text);

@@ -133,6 +133,7 @@ static void tellWrongSecret(int fd) {
     char text[sizeof(wrongSecretText) - 1];
   } m;
   _Static_assert(offsetof(__typeof__(m), h) == sizeof(uint32_t), "the header follows the acknowledgement at once");
+  memset(&m, 0, sizeof(m)); /* the struct's tail padding goes out too: zeros, not the stack */
   m.ack = GB_BOOT_PROBE_ACK;
   m.h = (gbVerdictHeader_t){GB_BOOT_VERDICT_MAGIC, gbInvalidUsage, (uint32_t)sizeof(m.text), 0};
   memcpy(m.text, wrongSecretText, sizeof(m.text));

@@ -8,12 +8,16 @@
 int gbCommInitState(gbComm_t c) { return atomic_load_explicit(&c->initState, memory_order_acquire); }
 
 void gbCommInitEnd(gbComm_t c, gbResult_t res) {
-  /* Release: a thread that sees "done" also sees everything init built. */
-  atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
   /* A failed start-up is a failure like any (an abort's error, if it came
    * first, stays): on this thread, which saw it, so the cause a peer relayed
-   * or the peer that closed is known, and the connections made so far are
-   * shut down with it, so a neighbour waiting on this rank names the rank
+   * or the peer that closed is known. It is recorded before the state says
+   * "failed", so that a thread polling gbCommGetAsyncError never sees a
+   * failed start-up with no error (success). */
+  if (res != gbSuccess) gbCommFail(c, res);
+  /* Release: a thread that sees "done" also sees everything init built. */
+  atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
+  /* Start-up no longer runs, so now the connections made so far are shut
+   * down with the cause: a neighbour waiting on this rank names the rank
    * that failed first instead of this one. */
   if (res != gbSuccess) gbCommFail(c, res);
 }

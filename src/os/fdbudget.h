@@ -29,7 +29,8 @@ int gbFdStrangerBudget(void);
 void gbFdStrangersHeld(int delta);
 int gbFdStrangersCount(void);
 
-/* Our own socket(), accept() or open() failed with err. When err is EMFILE
+/* Our own socket() or accept() failed with err (os/socket.c asks; other
+ * opens, such as the eventfd and the shared-memory files, do not). When err is EMFILE
  * or ENFILE and waiting connections hold descriptors, asks the listeners to
  * drop some and returns 1: try again in a moment. Otherwise 0: nothing will
  * free a descriptor (the job itself needs more: ulimit -n). */

@@ -55,7 +55,8 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclTimeout = 8 /* NCCL 2.30 and later only: see error.c for who receives it */
+  ncclNumResults = 8, /* as NCCL 2.28 counts them */
+  ncclTimeout = 8     /* NCCL 2.30 and later only: libgpubridge-nccl returns it only to such callers */
 } ncclResult_t;
 
 typedef enum {
@@ -71,7 +72,13 @@ typedef enum {
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10, /* NCCL 2.24 and later; gpubridge's gbFloat8e4m3 (e4m3 saturates at 448) */
   ncclFloat8e5m2 = 11, /* gbFloat8e5m2 */
-  ncclNumTypes = 12
+  ncclNumTypes = 12,
+  /* NCCL's other names for the same types */
+  ncclChar = 0,
+  ncclInt = 2,
+  ncclHalf = 6,
+  ncclFloat = 7,
+  ncclDouble = 8
 } ncclDataType_t;
 
 /* Values from ncclNumOps up are dynamic ops (ncclRedOpCreatePreMulSum). */
@@ -90,6 +97,18 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
 #define NCCL_SPLIT_NOCOLOR (-1)
 #define NCCL_CONFIG_MAGIC 0xcafebeefu
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define NCCL_CONFIG_UNDEF_PTR NULL
+/* ncclConfig_t.CTAPolicy (2.27; ZERO 2.28), ncclCommShrink's flags and
+ * ncclCommWindowRegister's flags (2.27): gpubridge ignores or refuses the
+ * calls and fields that take them (docs/DROP_IN.md), and declares them so
+ * that programs using them build. */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
 
 /* ncclConfig_t as NCCL 2.28 lays it out. NCCL only ever appends fields, and
  * every caller's struct starts with size, magic and version, so a field is
