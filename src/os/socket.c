@@ -40,10 +40,11 @@ static int aborted(const atomic_int* abortFlag) {
 /* socket(); when the process is out of descriptors while listeners keep
  * strangers' connections waiting, they are asked to drop some
  * (os/fdbudget.h) and socket() is tried again, for at most
- * GB_FD_RELIEF_TTL_NS or until the abort flag is set. On failure errno says
- * why. */
-static int openSocket(int family, const atomic_int* abortFlag) {
+ * GB_FD_RELIEF_TTL_NS, and not past the caller's deadline (NULL: none) or
+ * the abort flag. On failure errno says why. */
+static int openSocket(int family, const gbDeadline_t* callerBy, const atomic_int* abortFlag) {
   gbDeadline_t d = {gbClockNowNs() + GB_FD_RELIEF_TTL_NS};
+  if (callerBy && callerBy->ns < d.ns) d = *callerBy;
   for (;;) {
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int e = errno;
@@ -71,7 +72,7 @@ gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boun
   char as[80], eb[256];
   *fdOut = -1;
   gbSockAddrString(addr, as, sizeof(as));
-  int fd = openSocket(addr->sa.ss_family, NULL);
+  int fd = openSocket(addr->sa.ss_family, NULL, NULL);
   if (fd < 0)
     return gbErrorSet(gbSystemError, "cannot create a socket to listen on %s: %s", as,
                       socketErrText(errno, eb, sizeof(eb)));
@@ -114,7 +115,7 @@ static int retryable(int e) {
  * is closed). A pending connect is awaited until the deadline or abort. */
 static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
                        int* fdOut) {
-  int fd = openSocket(addr->sa.ss_family, abortFlag);
+  int fd = openSocket(addr->sa.ss_family, &deadline, abortFlag);
   if (fd < 0) return errno;
   setNoDelay(fd);
   int e = 0;

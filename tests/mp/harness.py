@@ -300,3 +300,20 @@ class Suite:
 
 def which(name):
     return shutil.which(name)
+
+
+def check_every_rank_ok(suite, res, n, label):
+    """A job whose every rank ends with an "ok: ..." line: prints the label, exit
+    code, time and rank 0's summary (its ok line past the second comma), then
+    checks exit 0, no driver timeout and an ok line from each of the n ranks
+    (else the first FAIL lines and the output's tail)."""
+    lines = res.lines()
+    oks = {r: [l for l in ls if l.startswith("ok:")] for r, ls in lines.items()}
+    missing = [r for r in range(n) if not oks.get(r)]
+    fails = [("[%d] " % r) + l for r, ls in sorted(lines.items()) for l in ls if "FAIL" in l]
+    summary = oks[0][0].split(", ", 2)[-1] if oks.get(0) else ""
+    print("%s: rc %d, %.1f s%s" % (label, res.rc, res.elapsed, (": " + summary) if summary else ""), flush=True)
+    suite.check(res.rc == 0 and not missing and not res.timed_out, label,
+                "rc %s%s; ranks without ok: %s\n%s\n%s" % (
+                    res.rc, " (driver timeout)" if res.timed_out else "", missing,
+                    "\n".join(fails[:8]), res.tail()))

@@ -45,16 +45,7 @@ def main():
         args = [harness.program("rank_weighted_allreduce"), "--layout", ",".join(ranks)]
         res = harness.run_job(n, args, env, vendors=vendors, launcher_timeout=JOB_TIMEOUT - 20,
                               timeout=JOB_TIMEOUT)
-        lines = res.lines()
-        oks = {r: [l for l in ls if l.startswith("ok:")] for r, ls in lines.items()}
-        missing = [r for r in range(n) if not oks.get(r)]
-        fails = [("[%d] " % r) + l for r, ls in sorted(lines.items()) for l in ls if "FAIL" in l]
-        print("%s: rc %d, %.1f s%s" % (label, res.rc, res.elapsed,
-                                       (": " + oks[0][0].split(", ", 2)[-1]) if oks.get(0) else ""), flush=True)
-        suite.check(res.rc == 0 and not missing and not res.timed_out, label,
-                    "rc %s%s; ranks without ok: %s\n%s\n%s" % (
-                        res.rc, " (driver timeout)" if res.timed_out else "", missing,
-                        "\n".join(fails[:8]), res.tail()))
+        harness.check_every_rank_ok(suite, res, n, label)
     suite.done()
 
 

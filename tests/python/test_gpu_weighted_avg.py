@@ -21,13 +21,7 @@ def main():
     # One GPU: NCCL refuses two ranks of one island on it, so each rank is its
     # own island (split-test) and the bridge joins them.
     extra = {"GPUBRIDGE_SPLIT_TEST": "half"} if torch.cuda.device_count() < 2 else None
-    outdir, _ = gbtest.run_ranks(os.path.abspath(__file__), vendors=(None, None), timeout=300, extra_env=extra)
-    states = [torch.load(os.path.join(outdir, "rank%d.pt" % r)) for r in range(2)]
-    gbtest.cleanup(outdir)
-    problems = weighted_job.check_states(states)
-    if problems:
-        gbtest.fail("; ".join(problems))
-    print("1 passed, 0 failed")
+    weighted_job.run_and_check(__file__, (None, None), timeout=300, extra_env=extra)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,10 @@ VENDORS = ("nvidia", "nvidia", "amd")
 
 
 def main():
-    torch = gbtest.require_torch()
+    gbtest.require_torch()
     gbtest.require_library(*NEEDS)
     import weighted_job
-    outdir, _ = gbtest.run_ranks(os.path.abspath(__file__), vendors=VENDORS, timeout=240)
-    states = [torch.load(os.path.join(outdir, "rank%d.pt" % r)) for r in range(len(VENDORS))]
-    gbtest.cleanup(outdir)
-    problems = weighted_job.check_states(states)
-    if problems:
-        gbtest.fail("; ".join(problems))
-    print("1 passed, 0 failed")
+    weighted_job.run_and_check(__file__, VENDORS, timeout=240)
 
 
 if __name__ == "__main__":

@@ -156,3 +156,17 @@ def check_states(states):
         else:
             problems.append(miss)
     return [p for p in problems if p]
+
+
+def run_and_check(test_file, vendors, timeout, extra_env=None):
+    """The driver of both tests: runs test_file's workers on len(vendors) ranks,
+    loads what each saved and fails the suite on any problem."""
+    import torch
+    import gbtest
+    outdir, _ = gbtest.run_ranks(os.path.abspath(test_file), vendors=vendors, timeout=timeout, extra_env=extra_env)
+    states = [torch.load(os.path.join(outdir, "rank%d.pt" % r)) for r in range(len(vendors))]
+    gbtest.cleanup(outdir)
+    problems = check_states(states)
+    if problems:
+        gbtest.fail("; ".join(problems))
+    print("1 passed, 0 failed")

@@ -6,19 +6,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
-
-static int failures;
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      if (failures < 30) {                                  \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                       \
-        fprintf(stderr, "\n");                              \
-      }                                                     \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
+#include "unit/check.h"
 
 static uint64_t rngState = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) { /* xorshift64* */

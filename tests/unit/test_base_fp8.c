@@ -11,20 +11,8 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "unit/check.h"
 #include "unit/fp8_ref.h"
-
-static int failures;
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      if (failures < 30) {                                  \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                       \
-        fprintf(stderr, "\n");                              \
-      }                                                     \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
 
 static uint64_t rngState = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void) { /* xorshift64* */
