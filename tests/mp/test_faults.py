@@ -5,7 +5,7 @@ in the island phase (victim 1, a non-leader), in the bridge phase (victim
 3: rank 0 receives from it across the bridge, over the send/recv channels
 of the shared staging slots; the call check is off there, so the fault
 meets the channels). Every survivor must report an error within
-GPUBRIDGE_TIMEOUT + 2 s, and nothing may hang, and its text must name the
+GPUBRIDGE_TIMEOUT + 2 s (3 + 2 s, both stretched under the sanitizers), and nothing may hang, and its text must name the
 victim: after init, the first rank the text names is the victim, even where
 the survivor first heard of the failure from a healthy rank that shut its
 connections down because of it (the cause travels with the shutdown). Also:
@@ -29,9 +29,11 @@ import harness  # noqa: E402
 
 N = 4
 VENDORS = "nvidia:2,amd:2"
-TIMEOUT = 3           # GPUBRIDGE_TIMEOUT
-LIMIT = TIMEOUT + 2   # what a survivor may take to report
-LAUNCHER_TIMEOUT = 30
+# Stretched by GB_TEST_TIME_SCALE under the sanitizers, whose start-up alone
+# (a shared segment mapped under TSan) can take a 3 s GPUBRIDGE_TIMEOUT.
+TIMEOUT = round(harness.scaled(3))        # GPUBRIDGE_TIMEOUT
+LIMIT = TIMEOUT + round(harness.scaled(2))  # what a survivor may take to report
+LAUNCHER_TIMEOUT = round(harness.scaled(30))
 
 _ERR = re.compile(r"^error after (\d+(?:\.\d+)?) s: (.*)$")
 _VICTIM = re.compile(r"^victim pid (\d+) raises")
@@ -115,7 +117,7 @@ def check_survivors(suite, name, lines, survivors, detail, victim, after_init=Fa
 def keep_going_case(suite, phase, victim, sig, launcher_kills):
     name = "%s victim %d SIG%s%s" % (phase, victim, sig, " (launcher --timeout)" if launcher_kills else "")
     survivors = [r for r in range(N) if r != victim]
-    lt = 15 if launcher_kills else LAUNCHER_TIMEOUT
+    lt = round(harness.scaled(15)) if launcher_kills else LAUNCHER_TIMEOUT
     cmd = harness.launch_cmd(N, [harness.program("rank_faults"), "--victim", str(victim), "--phase", phase,
                                  "--signal", sig], VENDORS, keep_going=True, timeout=lt)
     job = harness.LiveJob(cmd, fault_env(phase=phase))
