@@ -127,6 +127,14 @@ typedef enum {
   gbRunCpu = 2        /* no GPU: a host island (plain CPU job) */
 } gbRunKind_t;
 
+/* How bridged floating-point all-reduces and reduce-scatters cross between
+ * islands (gbConfig_t.bridgeCompression, GPUBRIDGE_BRIDGE_COMPRESSION):
+ * as they are, or narrowed to bfloat16 (float32) or to fp8 e4m3 with a
+ * power-of-two scale per 256 elements (float32, float16, bfloat16). Islands
+ * keep full precision; every rank ends with the same bits, which differ
+ * from the uncompressed sum within docs/REDUCTION_ORDER.md's bounds. */
+typedef enum { gbCompressionOff = 0, gbCompressionBf16 = 1, gbCompressionFp8 = 2, gbNumCompressions = 3 } gbCompression_t;
+
 /* The value of a gbConfig_t field left unset. */
 #define GB_CONFIG_UNDEF_INT (-2147483647 - 1)
 #define GB_CONFIG_MAGIC 0xcafebeefu
@@ -136,7 +144,7 @@ typedef enum {
  * Errors follow NCCL's rule: the config is an argument, so a malformed struct
  * (magic, size) or a field out of range (blocking not 0 or 1, policy not a
  * gbPolicy_t, transport not a gbTransport_t, timeoutSeconds below 1,
- * chunkBytes below 4096) makes gbCommInitRankConfig and gbCommSplit return
+ * chunkBytes below 4096, bridgeCompression not a gbCompression_t) makes gbCommInitRankConfig and gbCommSplit return
  * gbInvalidArgument on the calling rank at once, before anything is started
  * or sent (as in NCCL, the other ranks then wait for it until their timeout).
  * An invalid GPUBRIDGE_* variable is judged at start-up instead, and every
@@ -150,13 +158,14 @@ typedef struct {
   int transport;         /* a gbTransport_t; default GPUBRIDGE_TRANSPORT */
   int timeoutSeconds;    /* every wait's deadline; default GPUBRIDGE_TIMEOUT */
   int chunkBytes;        /* pipeline chunk of a bridged collective; default GPUBRIDGE_CHUNK_BYTES */
+  int bridgeCompression; /* a gbCompression_t; default GPUBRIDGE_BRIDGE_COMPRESSION */
 } gbConfig_t;
 
 #define GB_CONFIG_INITIALIZER                                                  \
   {                                                                            \
     sizeof(gbConfig_t), GB_CONFIG_MAGIC, GB_VERSION_CODE, GB_CONFIG_UNDEF_INT, \
         GB_CONFIG_UNDEF_INT, GB_CONFIG_UNDEF_INT, GB_CONFIG_UNDEF_INT,         \
-        GB_CONFIG_UNDEF_INT                                                    \
+        GB_CONFIG_UNDEF_INT, GB_CONFIG_UNDEF_INT                               \
   }
 
 /* The shape of a communicator. Arrays are owned by the communicator and valid

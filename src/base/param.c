@@ -29,6 +29,7 @@ static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
 static const char* const shmChoices[] = {"off", "auto", NULL};
 static const char* const bridgeSlotChoices[] = {"off", "auto", NULL};
 static const char* const exchangeChoices[] = {"off", "auto", "on", NULL};
+static const char* const compressionChoices[] = {"off", "bf16", "fp8", NULL}; /* gbCompression_t */
 static const char* const checkChoices[] = {"off", "on", "auto", NULL};
 static const char* const splitChoices[] = {"off", "half", "alternate", "node", NULL};
 /* Same order as choose.c's backend values. */
@@ -121,6 +122,12 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                            "them alone (one kernel, no host thread), unless two ranks time-slice one GPU (no "
                            "MPS), where a spinning kernel keeps its slice; on: also there; off: the slots' "
                            "copy path."},
+    [GB_PARAM_BRIDGE_COMPRESSION] = {"GPUBRIDGE_BRIDGE_COMPRESSION", GB_PARAM_ENUM, "off", compressionChoices, 0, 0,
+                                     1, "Floating-point all-reduce and reduce-scatter cross the bridge narrowed: "
+                                     "bf16 (float32 as bfloat16) or fp8 (float32, float16, bfloat16 as e4m3 with "
+                                     "a power-of-two scale per 256 elements); islands keep full precision and "
+                                     "every rank gets the same bits (docs/REDUCTION_ORDER.md gives the error "
+                                     "bounds). off: as they are."},
     [GB_PARAM_RAILS] = {"GPUBRIDGE_RAILS", GB_PARAM_INT, "0", NULL, 0, 64, 1,
                         "split-rail: the most bridge links (rails) to use; 0: one per member of the smallest "
                         "island."},

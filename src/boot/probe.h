@@ -12,7 +12,7 @@
 #include "os/socket.h"
 
 #define GB_PROBE_MAGIC 0x67625072u /* "gbPr" */
-#define GB_PROBE_VERSION 7u /* 6: the root acknowledges each probe (boot/root.h); 7: every connection waits for its answer (net/tcp/answer.c) */
+#define GB_PROBE_VERSION 8u /* 6: the root acknowledges each probe (boot/root.h); 7: every connection waits for its answer (net/tcp/answer.c); 8: settings.compression */
 
 /* gbProbe_t.kind */
 #define GB_PROBE_RANK 0   /* a rank's facts */
@@ -32,6 +32,8 @@ typedef struct {
   int32_t bridgeSlots;  /* GPUBRIDGE_BRIDGE_SLOTS: 0 off, 1 auto */
   int32_t chunkBySize;  /* the chunk follows the message's size (a real GPU, no chunk set: plan/sizes.h) */
   int32_t exchange;     /* GPUBRIDGE_EXCHANGE: 0 off, 1 auto, 2 on */
+  int32_t compression;  /* GPUBRIDGE_BRIDGE_COMPRESSION: a gbCompression_t */
+  int32_t reserved;     /* keeps chunkBytes 8-aligned in every build */
   int64_t chunkBytes;
   int64_t ringMinBytes;
   uint64_t thresholdsHash; /* policy tuned: FNV-1a of the thresholds file's bytes, else 0 */

@@ -119,6 +119,8 @@ static const char* showCheck(int64_t v, char* b, size_t l) { return showEnum(GB_
 static int64_t fRails(const gbProbe_t* p) { return p->settings.rails; }
 static int64_t fBridgeSlots(const gbProbe_t* p) { return p->settings.bridgeSlots; }
 static int64_t fExchange(const gbProbe_t* p) { return p->settings.exchange; }
+static int64_t fCompression(const gbProbe_t* p) { return p->settings.compression; }
+static const char* showCompression(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_BRIDGE_COMPRESSION, v, b, l); }
 static const char* showExchange(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_EXCHANGE, v, b, l); }
 static const char* showBridgeSlots(int64_t v, char* b, size_t l) { return showEnum(GB_PARAM_BRIDGE_SLOTS, v, b, l); }
 static int64_t fThresholds(const gbProbe_t* p) { return (int64_t)p->settings.thresholdsHash; }
@@ -151,6 +153,8 @@ static const agreeRule_t agreeRules[] = {
     {"GPUBRIDGE_RAILS", fRails, showInt, "set it the same on every rank"},
     {"GPUBRIDGE_BRIDGE_SLOTS", fBridgeSlots, showBridgeSlots, "set it the same on every rank"},
     {"GPUBRIDGE_EXCHANGE", fExchange, showExchange, "set it the same on every rank"},
+    {"GPUBRIDGE_BRIDGE_COMPRESSION", fCompression, showCompression,
+     "set it (or gbConfig_t.bridgeCompression, or the process group's option) the same on every rank"},
     {"the thresholds file (GPUBRIDGE_THRESHOLDS)", fThresholds, showHash,
      "give every rank a copy of the same file (gpubridge-perf --tune writes it)"},
     {"GPUBRIDGE_SPLIT_TEST", fSplit, showSplit, "set it the same on every rank"},
@@ -262,6 +266,8 @@ int gbBootProbeCheck(const gbProbe_t* p, char* why, size_t whyLen) {
     return BAD("call-check mode %d is unknown", st->checkCalls);
   if (st->bridgeSlots < 0 || st->bridgeSlots >= choiceCount(GB_PARAM_BRIDGE_SLOTS))
     return BAD("bridge-slot mode %d is unknown", st->bridgeSlots);
+  if (st->compression < 0 || st->compression >= choiceCount(GB_PARAM_BRIDGE_COMPRESSION))
+    return BAD("bridge compression %d is unknown", st->compression);
   if (st->exchange < 0 || st->exchange >= choiceCount(GB_PARAM_EXCHANGE))
     return BAD("exchange mode %d is unknown", st->exchange);
   if (st->nsocks < 1 || st->nsocks > GB_NET_MAX_POLLFDS) return BAD("%d sockets per peer, not 1..%d", st->nsocks, GB_NET_MAX_POLLFDS);

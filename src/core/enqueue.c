@@ -77,7 +77,7 @@ static size_t workOf(const walk_t* w, size_t i, gbStageWork_t* out) {
                          .root = p->hostRoot, .op = cw->ops.host, .divisor = cw->ops.divisor,
                          /* elsewhere the island step scaled */
                          .scale = p->host == GB_HOST_WORLD ? cw->ops.scale : NULL, .direct = p->direct,
-                         .hostChunk = p->hostChunk};
+                         .hostChunk = p->hostChunk, .wire = p->wire};
   return p->host == GB_HOST_NONE ? 0 : n;
 }
 

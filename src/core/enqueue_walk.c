@@ -46,6 +46,7 @@ static void planInput(gbComm_t c, const gbCommCall_t* call, const gbCommOps_t* o
   in->slots[GB_HOST_WORLD] = gbCommGroupSlots(&c->world);
   in->slots[GB_HOST_RAIL] = c->myRail >= 0 ? gbCommGroupSlots(&c->rails[c->myRail]) : GB_STAGE_PRIVATE;
   in->preMulScale = ops && ops->scale;
+  in->compression = c->settings.compression;
   in->exchangeBytes[GB_HOST_BRIDGE] = gbCommGroupExchangeBytes(&c->bridge);
   in->exchangeBytes[GB_HOST_WORLD] = gbCommGroupExchangeBytes(&c->world);
   in->exchangeBytes[GB_HOST_RAIL] = c->myRail >= 0 ? gbCommGroupExchangeBytes(&c->rails[c->myRail]) : 0;

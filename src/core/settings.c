@@ -41,6 +41,9 @@ gbResult_t gbCommConfigCheck(const gbConfig_t* c) {
                       gbNumTransports - 1);
   if (HAS(c, timeoutSeconds) && c->timeoutSeconds < 1)
     return gbErrorSet(gbInvalidArgument, "config.timeoutSeconds=%d is not at least 1", c->timeoutSeconds);
+  if (HAS(c, bridgeCompression) && (c->bridgeCompression < 0 || c->bridgeCompression >= gbNumCompressions))
+    return gbErrorSet(gbInvalidArgument, "config.bridgeCompression=%d is not a gbCompression_t (gbCompressionOff, "
+                      "gbCompressionBf16 or gbCompressionFp8)", c->bridgeCompression);
   if (HAS(c, chunkBytes) && c->chunkBytes < 4096)
     return gbErrorSet(gbInvalidArgument, "config.chunkBytes=%d is below 4096", c->chunkBytes);
   return gbSuccess;
@@ -91,6 +94,7 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
   s->rails = (int32_t)gbParamInt(GB_PARAM_RAILS);
   s->bridgeSlots = (int32_t)gbParamInt(GB_PARAM_BRIDGE_SLOTS);
   s->exchange = (int32_t)gbParamInt(GB_PARAM_EXCHANGE);
+  s->compression = (int32_t)gbParamInt(GB_PARAM_BRIDGE_COMPRESSION);
   *blocking = 1;
 
   /* gbCommConfigCheck passed the config (every init and split checks it
@@ -100,5 +104,6 @@ void gbCommSettingsResolve(const gbConfig_t* c, int realGpu, gbSettings_t* s, in
   if (HAS(c, transport)) s->transport = c->transport;
   if (HAS(c, timeoutSeconds)) s->timeoutSec = c->timeoutSeconds;
   if (HAS(c, chunkBytes)) s->chunkBytes = c->chunkBytes, s->chunkBySize = 0;
+  if (HAS(c, bridgeCompression)) s->compression = c->bridgeCompression;
   loadThresholds(s, thresholds, problems, len);
 }

@@ -53,7 +53,21 @@ typedef struct {
   int op;      /* gbRedOp_t: gbSum .. gbMin */
   int divisor; /* > 0: divide every finished element (avg) */
   int ring;    /* fold in the ring's order (nsrc >= 3) */
+  int wire;    /* a base/wire.h gbWire_t: the sources are in that wire format (op sum): decoded, added in float
+                  from src[0] on, divided, rounded once to dtype (gbWireFold's bits); ring unused */
 } gbReduceArgs_t;
+
+/* One encoding a stream runs (encodeAsync): dst = count elements of dtype
+ * at src in a wire format (base/wire.h, gbWireEncode's bits). Addresses are
+ * the device's; dst is usually mapped host memory (a staging slot), so the
+ * narrowing is the copy out: the bytes cross the bus once, narrowed. */
+typedef struct {
+  void* dst;
+  const void* src;
+  size_t count;
+  int dtype; /* gbDataType_t the wire narrows */
+  int wire;  /* gbWire_t */
+} gbEncodeArgs_t;
 
 /* One exchange a stream runs (exchangeAsync): an all-reduce among the
  * members of a shared segment driven by the stream alone, no host thread
@@ -100,6 +114,8 @@ static inline gbFlag_t* gbExchangeFlag(gbFlag_t* flags, int member, int block, i
  * gbInvalidArgument naming what is wrong. */
 gbResult_t gbDeviceExchangeCheck(const gbExchangeArgs_t* x);
 
+/* Checks an encoding's arguments, alike on every device (device/encode.c). */
+gbResult_t gbDeviceEncodeCheck(const gbEncodeArgs_t* e);
 /* The host device's exchange, on its stream thread (device/host/exchange.c):
  * waits are bounded by each flag's deadline, else fallbackSec. */
 gbResult_t gbDeviceHostExchange(const gbExchangeArgs_t* x, double fallbackSec);
@@ -164,6 +180,9 @@ typedef struct gbDeviceOps {
    * loaded at run time (device/gpu/kernels); the host device folds with
    * gbReduceOrdered on its stream thread. */
   gbResult_t (*reduceAsync)(const gbReduceArgs_t* args, void* stream);
+  /* The stream runs one encoding (gbEncodeArgs_t): a GPU launches the
+   * encoding kernel, the host device runs gbWireEncode on its thread. */
+  gbResult_t (*encodeAsync)(const gbEncodeArgs_t* args, void* stream);
   /* The stream runs one exchange (gbExchangeArgs_t): a GPU launches the
    * reduction kernel in its exchange mode; the host device runs it on its
    * stream thread. */

@@ -5,6 +5,7 @@
 
 #include "base/dtype.h"
 #include "base/result.h"
+#include "base/wire.h"
 #include "plan/sizes.h"
 
 /* auto's rules, from gpubridge-perf --tune runs of every policy on every
@@ -185,11 +186,12 @@ static gbPlanStage_t stageOf(const gbPlanInput_t* in, const gbPlan_t* p) {
 static void planStaging(const gbPlanInput_t* in, gbPlan_t* p) {
   p->depth = in->stagingSlots < GB_PLAN_MAX_DEPTH ? in->stagingSlots : GB_PLAN_MAX_DEPTH;
   p->stage = stageOf(in, p);
+  gbPlanWire(in, p);
   /* Host memory needs no staging for all-reduce: recv is where the result
    * goes and what every later step reads (the slot still orders the steps).
    * Broadcast and reduce keep the slot: a non-root's recv may be unused. */
   p->direct = in->hostMemory && in->coll == GB_COLL_ALLREDUCE && p->host != GB_HOST_NONE &&
-              p->stage == GB_STAGE_PRIVATE;
+              p->stage == GB_STAGE_PRIVATE && p->wire == GB_WIRE_PLAIN;
   /* With no island step between them, the chunks of a direct all-reduce go
    * to the proxy as one step that runs them back to back: the same host
    * all-reduces in the same order, without a hand-over between threads per

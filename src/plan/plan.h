@@ -54,6 +54,7 @@ typedef struct {
   size_t exchangeBytes[GB_NUM_HOST_GROUPS]; /* the largest all-reduce that host group's exchange takes (0: it has
                                                none) */
   int preMulScale;       /* a PreMulSum op: a world step's proxy scales every contribution */
+  int compression;       /* GPUBRIDGE_BRIDGE_COMPRESSION: the gbWire_t (base/wire.h) reductions may cross in */
 } gbPlanInput_t;
 
 typedef struct {
@@ -81,6 +82,7 @@ typedef struct {
   int direct;            /* all-reduce on host memory, private stage: the proxy works in recv, no slot copies */
   size_t hostChunk;      /* > 0: the proxy runs the call's chunks as one step, this many elements each */
   size_t hostSteps;      /* host steps this rank posts: chunks with a staged part */
+  int wire;              /* the gbWire_t the host step's parts cross in (plan/wire.c; GB_WIRE_PLAIN: as they are) */
 } gbPlan_t;
 
 /* The policy auto resolves to on this topology before message sizes count:
@@ -120,6 +122,12 @@ gbResult_t gbPlanBuild(const gbPlanInput_t* in, gbPlan_t* out);
  * reduce-scatter, all-to-all: policy, chunks and steps of p (zeroed by the
  * caller), or the error that a chunk cannot be staged. */
 gbResult_t gbPlanBlocks(const gbPlanInput_t* in, gbPlan_t* p);
+
+/* The wire of the host step's parts (plan/wire.c): compressed where
+ * in->compression asks and the call allows, the chunk shrunk until its wire
+ * fits a slot. gbPlanBuild calls it once the stage is known (a compressed
+ * host step is never direct). */
+void gbPlanWire(const gbPlanInput_t* in, gbPlan_t* p);
 
 /* Where chunks lie (plan/chunks.c), in elements: chunk i's length; split-rail's
  * slice r of a chunk of n; the part of chunk i this rank stages (its rail's

@@ -66,6 +66,10 @@ static inline int gbPlanExchangeBlocks(size_t bytes) {
   return b < 1 ? 1 : b > GB_PLAN_EXCHANGE_BLOCKS ? GB_PLAN_EXCHANGE_BLOCKS : (int)b;
 }
 
+/* A compressed fold takes every member's part at once: host groups of at
+ * most this many members (device.h's GB_REDUCE_MAX_SRCS) are compressed. */
+#define GB_PLAN_FOLD_MAX_PARTS 8
+
 #define GB_PLAN_SIDE_STREAM_BYTES ((size_t)256 << 10)
 static inline int gbPlanOnSideStreams(size_t partBytes) { return partBytes >= GB_PLAN_SIDE_STREAM_BYTES; }
 

@@ -5,12 +5,16 @@
  * out; the slot may be reused). Its wire format: a slot holds the chunk
  * (all-reduce, broadcast, reduce) or every member's block of it, laid out
  * [member][len] (all-gather, reduce-scatter; all-to-all: what goes out,
- * then what comes in). */
+ * then what comes in). Compressed (w->wire, stage/codec.c): an all-reduce's
+ * slot holds every member's part in that wire (mine encoded, the others'
+ * all-gathered by the proxy) and a reduce-scatter's my blocks out and the
+ * members' blocks for me in (an all-to-all); the stream folds them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/dtype.h"
 #include "base/result.h"
+#include "base/wire.h"
 #include "stage/stage.h"
 
 struct gbStagePool {
@@ -90,13 +94,24 @@ typedef struct {
   gbRedOp_t op;
   int divisor, root;
   const void* scale;
+  size_t wireBytes;     /* > 0: compressed parts of this many bytes; the proxy only moves them */
 } hostStep_t;
+
+/* A compressed chunk's host step: the members' parts to every member
+ * (all-reduce) or my block r to member r (reduce-scatter); the stream folds. */
+static gbResult_t moveWire(const hostStep_t* h) {
+  gbAlgoGroup_t* g = h->group;
+  size_t b = h->wireBytes;
+  if (h->coll == GB_COLL_ALLREDUCE) return gbAlgoAllGather(g, h->buf + (size_t)g->me * b, h->buf, b);
+  return gbAlgoAllToAll(g, h->buf, h->buf + (size_t)g->n * b, b);
+}
 
 static gbResult_t runHostStep(void* arg) {
   const hostStep_t* h = arg;
   gbAlgoGroup_t* g = h->group;
   size_t es = gbDtypeSize(h->dtype);
   char* buf = h->buf;
+  if (h->wireBytes) return moveWire(h);
   /* PreMulSum: scale this member's contributions first. */
   if (h->scale) gbScaleBy(buf, h->count * (h->coll == GB_COLL_REDUCESCATTER ? (size_t)g->n : 1), h->dtype, h->scale);
   switch (h->coll) {
@@ -136,6 +151,13 @@ static gbResult_t copyOut(const gbStageCtx_t* ctx, const gbStageWork_t* w, char*
   size_t bytes = w->len * w->esize;
   *input = NULL;
   if (!w->stageOut) return gbSuccess;
+  if (w->wire != GB_WIRE_PLAIN) { /* the pool's memory is mapped at the same address (hostAlloc) */
+    size_t b = gbStageWireBytes(w);
+    if (w->coll == GB_COLL_ALLREDUCE) return gbStageCodecOut(ctx, w, buf + (size_t)me * b, buf + (size_t)me * b, w->src, stream);
+    for (int r = 0; r < n; r++)
+      GB_CHECK(gbStageCodecOut(ctx, w, buf + (size_t)r * b, buf + (size_t)r * b, gbStageMyBlock(w, r), stream));
+    return gbSuccess;
+  }
   if (w->coll == GB_COLL_ALLGATHER) return ctx->dev->copyAsync(buf + (size_t)me * bytes, w->src, bytes, stream);
   if (isBlocks(w->coll)) {
     for (int r = 0; r < n; r++)
@@ -169,7 +191,8 @@ static gbResult_t privateOut(gbStage_t* st, const gbStageWork_t* w, void* stream
   if (!h) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", g->name);
   *h = (hostStep_t){.group = g, .coll = w->coll, .buf = buf, .src = input, .count = w->len,
                     .chunkCount = w->hostChunk, .dtype = w->dtype, .op = w->op, .divisor = w->divisor,
-                    .root = w->root, .scale = w->scale};
+                    .root = w->root, .scale = w->scale,
+                    .wireBytes = w->wire != GB_WIRE_PLAIN ? gbStageWireBytes(w) : 0};
   if (w->coll == GB_COLL_ALLTOALL) h->out = buf + (size_t)g->n * w->len * w->esize;
   gbResult_t res = gbStagePost(&st->ctx, tag, runHostStep, h, free, flagOf(p, STAGED, s->slot), s->use,
                                flagOf(p, DONE, s->slot), s->use);
@@ -183,6 +206,13 @@ static gbResult_t copyIn(const gbStageCtx_t* ctx, const gbStageWork_t* w, const 
                          void* stream) {
   size_t bytes = w->len * w->esize;
   if (!w->stageIn || w->direct) return gbSuccess;
+  if (w->wire != GB_WIRE_PLAIN) { /* every member's part (all-reduce), or its block for me (reduce-scatter) */
+    size_t b = gbStageWireBytes(w);
+    const char* from = w->coll == GB_COLL_ALLREDUCE ? buf : buf + (size_t)n * b;
+    const void* parts[GB_REDUCE_MAX_SRCS];
+    for (int r = 0; r < n; r++) parts[r] = from + (size_t)r * b;
+    return gbStageCodecFold(ctx, w, parts, n, 0, stream);
+  }
   if (w->coll == GB_COLL_REDUCESCATTER) return ctx->dev->copyAsync(w->dst, buf + (size_t)me * bytes, bytes, stream);
   if (!isBlocks(w->coll)) return ctx->dev->copyAsync(w->dst, buf, bytes, stream);
   const char* from = w->coll == GB_COLL_ALLTOALL ? buf + (size_t)n * bytes : buf;

@@ -4,17 +4,19 @@
  * part of a slot holds m's chunk (all-reduce, broadcast, reduce), m's block
  * (all-gather), or m's block for each member k at k * len (reduce-scatter,
  * all-to-all: a member's own block is read from its input and never
- * staged). */
+ * staged). Compressed (w->wire, stage/codec.c): the chunk or blocks in that
+ * wire, k * gbStageWireBytes apart, a member's own block staged too, and
+ * every member folds the staged parts, its own included. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/result.h"
+#include "base/wire.h"
 #include "stage/slots_impl.h"
 
-/* A part holds a block for each member (reduce-scatter, all-to-all). */
 /* The bytes of my part a chunk fills. */
 static size_t partBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
-  return w->len * w->esize * (gbSharedBlockPerMember(w->coll) ? (size_t)sh->n : 1);
+  return gbStageWireBytes(w) * (gbSharedBlockPerMember(w->coll) ? (size_t)sh->n : 1);
 }
 
 gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out) {
@@ -47,17 +49,20 @@ int gbSharedNeeds(const gbStageWork_t* w, int k, int from) {
 static uint64_t sentBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
   uint64_t readers = 0;
   for (int k = 0; k < sh->n; k++) readers += (uint64_t)gbSharedNeeds(w, k, sh->me);
-  if (gbSharedBlockPerMember(w->coll)) return readers * w->len * w->esize;
+  if (gbSharedBlockPerMember(w->coll)) return readers * gbStageWireBytes(w);
   return readers > 0 ? partBytes(sh, w) : 0;
 }
 
-/* My part into the slot, on the copy stream. */
+/* My part into the slot, on the copy stream (compressed: my own block too). */
 static gbResult_t copyOut(const gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s) {
-  size_t bytes = w->len * w->esize;
+  size_t bytes = gbStageWireBytes(w);
   if (!w->stageOut) return gbSuccess;
-  if (!gbSharedBlockPerMember(w->coll)) return sh->ctx.dev->copyAsync(s->buf, w->src, bytes, s->on);
-  for (int r = 0; r < sh->n; r++)
-    if (r != sh->me) GB_CHECK(sh->ctx.dev->copyAsync(s->buf + (size_t)r * bytes, gbStageMyBlock(w, r), bytes, s->on));
+  if (!gbSharedBlockPerMember(w->coll)) return gbStageCodecOut(&sh->ctx, w, s->buf, gbSharedDevOf(sh, s->buf), w->src, s->on);
+  for (int r = 0; r < sh->n; r++) {
+    char* to = s->buf + (size_t)r * bytes;
+    if (r != sh->me || w->wire != GB_WIRE_PLAIN)
+      GB_CHECK(gbStageCodecOut(&sh->ctx, w, to, gbSharedDevOf(sh, to), gbStageMyBlock(w, r), s->on));
+  }
   return gbSuccess;
 }
 
@@ -132,6 +137,9 @@ static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s
     r = awaitFull(sh, s, sh->fetchStream);
     if (r == gbSuccess) r = dev->flagWait(gbSharedFlag(sh, FLAG_CONSUMED, s->slot), s->use - 1, sh->fetchStream);
   }
+  /* My own part (compressed folds read it too) is staged on the copy stream. */
+  if (r == gbSuccess && member == sh->me && s->on != sh->fetchStream)
+    r = dev->flagWait(gbSharedFlag(sh, FLAG_STAGED, s->slot), s->use, sh->fetchStream);
   uint64_t fetched = ++sh->fetches[s->slot];
   gbFlag_t* flag = gbSharedFlag(sh, FLAG_FETCHED, s->slot);
   if (r == gbSuccess) r = dev->copyAsync(to, gbSharedAt(sh, member, s->slot) + offset, bytes, sh->fetchStream);
@@ -141,17 +149,18 @@ static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s
   return to;
 }
 
-/* The reduction of every member's part (or block `at`) into dst, mine from my input. */
+/* The fold of every member's part (or block `at`) into dst, mine from my
+ * input (compressed: from my staged part, as every member folds it). */
 static gbResult_t reduceParts(gbStage_t* st, const gbStageWork_t* w, const gbStageSlot_t* s, const void* mine,
                               size_t at, int ring, void* stream) {
   gbSharedSlots_t* sh = gbSlotsOf(st);
-  size_t bytes = w->len * w->esize;
-  gbReduceArgs_t red = {.dst = w->dst, .nsrc = sh->n, .count = w->len, .dtype = w->dtype, .op = w->op,
-                        .divisor = w->divisor, .ring = ring};
+  size_t bytes = gbStageWireBytes(w);
+  const void* parts[GB_REDUCE_MAX_SRCS];
   gbResult_t res = gbSuccess;
-  for (int m = 0; m < sh->n; m++) red.src[m] = m == sh->me ? mine : fetch(sh, m, s, at, bytes, stream, &res);
+  for (int m = 0; m < sh->n; m++)
+    parts[m] = m == sh->me && w->wire == GB_WIRE_PLAIN ? mine : fetch(sh, m, s, at, bytes, stream, &res);
   GB_CHECK(res);
-  return sh->ctx.dev->reduceAsync(&red, stream);
+  return gbStageCodecFold(&sh->ctx, w, parts, sh->n, ring, stream);
 }
 
 /* The members' parts arrived: reduce them (all-reduce, reduce on its root,
@@ -160,7 +169,7 @@ static gbResult_t reduceParts(gbStage_t* st, const gbStageWork_t* w, const gbSta
 static gbResult_t slotsIn(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbStageSlot_t* s) {
   gbSharedSlots_t* sh = gbSlotsOf(st);
   const gbDeviceOps* dev = sh->ctx.dev;
-  size_t bytes = w->len * w->esize, mineAt = gbSharedBlockPerMember(w->coll) ? (size_t)sh->me * bytes : 0;
+  size_t bytes = w->len * w->esize, mineAt = gbSharedBlockPerMember(w->coll) ? (size_t)sh->me * gbStageWireBytes(w) : 0;
   GB_CHECK(awaitFull(sh, s, stream));
   /* My copy out on the side stream read my input, which the result may overwrite (remote: implied by full). */
   if (!sh->remote && s->on != stream) GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_STAGED, s->slot), s->use, stream));

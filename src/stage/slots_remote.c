@@ -13,7 +13,7 @@ gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStag
   if (!list) return gbErrorSet(gbSystemError, "%s: out of memory for a proxy step", sh->name);
   int n = 0;
   int blocks = gbSharedBlockPerMember(w->coll);
-  size_t bytes = w->len * w->esize;
+  size_t bytes = gbStageWireBytes(w);
   for (int k = 0; k < sh->n; k++) {
     if (gbSharedNeeds(w, k, sh->me))
       list[n++] = (gbAlgoP2p_t){k, 1, gbSharedAt(sh, sh->me, s->slot) + (blocks ? (size_t)k * bytes : 0), bytes};

@@ -89,6 +89,7 @@ typedef struct {
   const void* scale;     /* PreMulSum: the proxy scales my contribution by this host cell first (NULL: none) */
   int direct;            /* host memory: the proxy works in dst and reads src where it is (private) */
   size_t hostChunk;      /* > 0: the proxy reduces len elements as back-to-back chunks of this many (private) */
+  int wire;              /* the parts' wire format (plan.wire, base/wire.h; all-reduce, reduce-scatter) */
 } gbStageWork_t;
 
 /* The slot a chunk took, between out and in (the walker keeps it). */
@@ -195,6 +196,24 @@ int gbStageChannelDepth(const gbStage_t* channels);
  * members on the ring sends less than half, and the private stage keeps
  * such groups. */
 #define GB_STAGE_REMOTE_MAX 4
+
+/* ------------------------------------------------------ the wire format
+ * (stage/codec.c) How a reduction's parts lie in the slots, for every
+ * backend: as they are (GB_WIRE_PLAIN), or compressed (w->wire): each
+ * member encodes its part on its way out (its own part too, so every member
+ * folds the same values) and the fold decodes them all. */
+
+/* The bytes one part (a block, for reduce-scatter) of w takes in a slot. */
+size_t gbStageWireBytes(const gbStageWork_t* w);
+/* w->len elements at src (the device's) into a slot at dst (host address;
+ * dstDev: the device's address of it), on stream: a copy, or the encoder. */
+gbResult_t gbStageCodecOut(const gbStageCtx_t* ctx, const gbStageWork_t* w, void* dst, void* dstDev, const void* src,
+                           void* stream);
+/* w->dst = the fold of the n parts (device addresses; a plain part may be
+ * the caller's input) in w's op and order (ring: the host ring's, plain
+ * parts only), on stream: the reduction, or the decoding fold. */
+gbResult_t gbStageCodecFold(const gbStageCtx_t* ctx, const gbStageWork_t* w, const void* const* parts, int n,
+                            int ring, void* stream);
 
 /* Dispatch, for readers of walkers. */
 static inline gbResult_t gbStageOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,

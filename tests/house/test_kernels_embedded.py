@@ -5,7 +5,7 @@ is embed.py's rendering, its compiler line has embed.py's flags, and with an
 nvcc of the release it records, the file regenerated into a temporary folder
 is identical byte for byte. Without nvcc (or with another release) that last
 check cannot run: it is listed as skipped and the others still must pass.
-The PTX holds the 48 kernels device/gpu/reduce.c looks up, each with the block
+The PTX holds the 56 kernels device/gpu/reduce.c looks up, each with the block
 size reduce.c launches, and nothing that changes bits: no flush to zero, no
 fused or approximate float arithmetic. The constants reduce.c shares with
 reduce.cu and device.h agree."""
@@ -95,12 +95,14 @@ if not types or not ops:
 else:
     want = {"gb_reduce_%s_%s" % (t, o) for t in re.findall(r'"(\w+)"', types.group(1))
             for o in re.findall(r'"(\w+)"', ops.group(1))}
+    # The wire formats' encoders and folds (base/wire.h): bf16 of f32, fp8 of f32, f16, bf16.
+    want |= {"gb_%s_%s" % (k, w) for k in ("encode", "fold") for w in ("bf16_f32", "fp8_f32", "fp8_f16", "fp8_bf16")}
     entries = re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M)
-    if len(want) != 48 or set(entries) != want or len(entries) != 48:
-        problems.append("the PTX's kernels %s are not the 48 reduce.c looks up %s"
+    if len(want) != 56 or set(entries) != want or len(entries) != 56:
+        problems.append("the PTX's kernels %s are not the 56 reduce.c looks up %s"
                         % (sorted(set(entries) ^ want) or len(entries), sorted(want)[:3]))
 threads = define(reduce_c, "THREADS", "reduce.c")
-if ptx.count(".maxntid %s, 1, 1" % threads) != 48:
+if ptx.count(".maxntid %s, 1, 1" % threads) != 56:
     problems.append("not every kernel's PTX has .maxntid %s (reduce.c's THREADS)" % threads)
 if ".target sm_75" not in ptx:
     problems.append("the PTX does not target sm_75 (compute_75)")

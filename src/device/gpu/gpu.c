@@ -167,6 +167,7 @@ void gbGpuOpsFill(gbGpuRuntime_t* rt, gbDeviceOps* ops) {
   ops->hostUnregister = gbGpuHostUnregister;
   ops->reduceAsync = gbGpuReduceAsync;
   ops->exchangeAsync = gbGpuExchangeAsync;
+  ops->encodeAsync = gbGpuEncodeAsync;
   ops->deviceSynchronize = deviceSynchronize;
   ops->identify = NULL;
 }

@@ -130,6 +130,7 @@ gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr);
 gbResult_t gbGpuHostUnregister(void* ptr);
 gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* args, void* stream);
 gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* args, void* stream);
+gbResult_t gbGpuEncodeAsync(const gbEncodeArgs_t* args, void* stream);
 
 /* Flag ops over the runtime gbGpuOpsFill chose (flag.c). */
 gbResult_t gbGpuFlagWrite(gbFlag_t* flag, uint64_t value, void* stream);

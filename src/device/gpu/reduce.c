@@ -12,6 +12,7 @@
 #include "base/dtype.h"
 #include "base/log.h"
 #include "base/result.h"
+#include "base/wire.h"
 #include "device/gpu/gpu.h"
 
 /* The block size and unroll of kernels/reduce.cu (GB_REDUCE_THREADS, its
@@ -61,6 +62,19 @@ _Static_assert(sizeof(kernelArgs_t) == 216 && offsetof(kernelArgs_t, count) == 8
                "kernelArgs_t must match gbReduceKernelArgs in kernels/reduce.cu");
 _Static_assert(sizeof(gbFlag_t) == 32, "kernels/reduce.cu's GB_FLAG_BYTES");
 
+/* gbWireKernelArgs of reduce.cu (the wire formats' kernels), the same way. */
+typedef struct {
+  void* dst;
+  const void* src[GB_REDUCE_MAX_SRCS];
+  int nsrc;
+  uint64_t count;
+  int divisor;
+  uint32_t nanRule;
+} wireArgs_t;
+_Static_assert(sizeof(wireArgs_t) == 96 && offsetof(wireArgs_t, count) == 80 && offsetof(wireArgs_t, nanRule) == 92,
+               "wireArgs_t must match gbWireKernelArgs in kernels/reduce.cu");
+_Static_assert(GB_WIRE_FP8_BLOCK == THREADS, "an fp8 encoder's thread block is one scale block");
+
 /* Kernel name parts by gbDataType_t and by op (sum, prod, max, min). */
 static const char* const typeNames[gbNumTypes] = {"i8",  "u8",  "i32", "u32",  "i64",    "u64",
                                                   "f16", "f32", "f64", "bf16", "f8e4m3", "f8e5m2"};
@@ -73,6 +87,8 @@ static struct {
   void* module;
   void* image; /* the backend's image, kept while the module lives (a runtime may read it after loading) */
   void* functions[gbNumTypes][4];
+  void* encode[GB_NUM_WIRES][gbNumTypes]; /* gb_encode_<wire>_<type> where the wire narrows the type */
+  void* fold[GB_NUM_WIRES][gbNumTypes];   /* gb_fold_<wire>_<type> */
   int blocksCap; /* the most blocks a launch uses */
 } kernels = {.once = PTHREAD_ONCE_INIT};
 
@@ -85,6 +101,34 @@ static gbResult_t need(const gbGpuRuntime_t* rt, int present, const char* prefix
   if (present) return gbSuccess;
   return gbErrorSet(gbUnhandledCudaError, "the %s runtime has no %s%s, which the bridge's GPU reduction needs: use a "
                     "newer one", rt->name, prefix, what);
+}
+
+/* One kernel of the module by name into *fn; on failure the module is let go. */
+static gbResult_t getFunction(const gbGpuRuntime_t* rt, const char* name, void** fn) {
+  gbGpuError_t e = rt->moduleGetFunction(fn, kernels.module, name);
+  if (e == GB_GPU_SUCCESS) return gbSuccess;
+  gbResult_t res = rt->moduleFail(e, "%sModuleGetFunction(%s): the embedded kernels lack it; regenerate "
+                                  "src/device/gpu/kernels (make -C src/device/gpu/kernels) and rebuild",
+                                  rt->modulePrefix, name);
+  if (rt->moduleUnload) (void)rt->moduleUnload(kernels.module);
+  kernels.module = NULL;
+  free(kernels.image);
+  kernels.image = NULL;
+  return res;
+}
+
+/* The wire formats' kernels: an encoder and a fold per type a wire narrows. */
+static gbResult_t loadWireKernels(const gbGpuRuntime_t* rt) {
+  for (int w = GB_WIRE_PLAIN + 1; w < GB_NUM_WIRES; w++)
+    for (int dt = 0; dt < gbNumTypes; dt++) {
+      if (!gbWireNarrows(w, (gbDataType_t)dt)) continue;
+      char name[64];
+      snprintf(name, sizeof(name), "gb_encode_%s_%s", gbWireName(w), typeNames[dt]);
+      GB_CHECK(getFunction(rt, name, &kernels.encode[w][dt]));
+      snprintf(name, sizeof(name), "gb_fold_%s_%s", gbWireName(w), typeNames[dt]);
+      GB_CHECK(getFunction(rt, name, &kernels.fold[w][dt]));
+    }
+  return gbSuccess;
 }
 
 static gbResult_t loadModule(const gbGpuRuntime_t* rt) {
@@ -105,19 +149,9 @@ static gbResult_t loadModule(const gbGpuRuntime_t* rt) {
     for (int op = 0; op < 4; op++) {
       char name[64];
       kernelName(name, sizeof(name), dt, op);
-      e = rt->moduleGetFunction(&kernels.functions[dt][op], kernels.module, name);
-      if (e != GB_GPU_SUCCESS) {
-        gbResult_t res = rt->moduleFail(e, "%sModuleGetFunction(%s): the embedded kernels lack it; regenerate "
-                                        "src/device/gpu/kernels (make -C src/device/gpu/kernels) and rebuild",
-                                        rt->modulePrefix, name);
-        if (rt->moduleUnload) (void)rt->moduleUnload(kernels.module);
-        kernels.module = NULL;
-        free(kernels.image);
-        kernels.image = NULL;
-        return res;
-      }
+      GB_CHECK(getFunction(rt, name, &kernels.functions[dt][op]));
     }
-  return gbSuccess;
+  return loadWireKernels(rt);
 }
 
 /* Enough blocks to keep every SM busy; a grid-stride loop does the rest. */
@@ -187,6 +221,44 @@ static gbResult_t launch(const gbGpuRuntime_t* rt, const gbReduceArgs_t* a, kern
   return gbSuccess;
 }
 
+/* A wire kernel over count elements: blocks of THREADS, enough to fill the
+ * GPU (an fp8 encoder: one block per scale block, grid-stride beyond). */
+static gbResult_t launchWire(const gbGpuRuntime_t* rt, void* fn, wireArgs_t* w, const char* what, int wire, int dt,
+                             void* stream) {
+  uint64_t blocks = (w->count + THREADS - 1) / THREADS;
+  if (blocks > (uint64_t)kernels.blocksCap) blocks = (uint64_t)kernels.blocksCap;
+  void* params[] = {w};
+  gbGpuError_t e = rt->launchKernel(fn, (unsigned int)blocks, 1, 1, THREADS, 1, 1, 0, stream, params, NULL);
+  if (e != GB_GPU_SUCCESS)
+    return rt->moduleFail(e, "%s(gb_%s_%s_%s, %llu blocks of %d) of %llu elements on stream %p", rt->launchName,
+                          what, gbWireName(wire), typeNames[dt], (unsigned long long)blocks, THREADS,
+                          (unsigned long long)w->count, stream);
+  return gbSuccess;
+}
+
+static gbResult_t launchFold(const gbGpuRuntime_t* rt, const gbReduceArgs_t* a, void* stream) {
+  if (a->wire <= GB_WIRE_PLAIN || a->wire >= GB_NUM_WIRES || !kernels.fold[a->wire][a->dtype] ||
+      (a->op != gbSum && a->op != gbAvg))
+    return gbErrorSet(gbInvalidArgument, "stream reduction of %s parts in wire %d (%s) with op %s: the wire does not "
+                      "narrow that type, or the op is not a sum", gbDtypeName(a->dtype), a->wire,
+                      gbWireName(a->wire), gbOpName(a->op));
+  wireArgs_t w = {.dst = a->dst, .nsrc = a->nsrc, .count = a->count, .divisor = a->divisor > 0 ? a->divisor : 0,
+                  .nanRule = HOST_NAN_RULE};
+  for (int s = 0; s < a->nsrc; s++) w.src[s] = a->src[s];
+  return launchWire(rt, kernels.fold[a->wire][a->dtype], &w, "fold", a->wire, a->dtype, stream);
+}
+
+gbResult_t gbGpuEncodeAsync(const gbEncodeArgs_t* e, void* stream) {
+  const gbGpuRuntime_t* rt = gbGpuActive();
+  GB_CHECK(gbDeviceEncodeCheck(e));
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  GB_CHECK(kernelsReady());
+  if (e->count == 0) return gbSuccess;
+  wireArgs_t w = {.dst = e->dst, .nsrc = 1, .count = e->count, .nanRule = HOST_NAN_RULE};
+  w.src[0] = e->src;
+  return launchWire(rt, kernels.encode[e->wire][e->dtype], &w, "encode", e->wire, e->dtype, stream);
+}
+
 /* A count of 0 launches nothing but still loads the kernels: a caller may
  * do so at set-up, so the one-time compile and its errors come early. */
 gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
@@ -195,6 +267,7 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
   GB_CHECK(gbGpuMakeCurrent(rt));
   GB_CHECK(kernelsReady());
   if (a->count == 0) return gbSuccess;
+  if (a->wire != GB_WIRE_PLAIN) return launchFold(rt, a, stream);
   kernelArgs_t k = kernelArgs(a);
   uint64_t perBlock = (uint64_t)THREADS * UNROLL;
   uint64_t blocks = (a->count + perBlock - 1) / perBlock;

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/dtype.h"
 #include "base/param.h"
+#include "base/wire.h"
 #include "base/result.h"
 #include "device/device.h"
 #include "os/cond.h"
@@ -78,7 +79,7 @@ static gbResult_t hostFree(void* ptr) {
 
 /* ------------------------------------------------------------------ tasks */
 
-typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN, TASK_REDUCE, TASK_EXCHANGE } taskKind_t;
+typedef enum { TASK_COPY, TASK_FLAG_WRITE, TASK_FLAG_WAIT, TASK_HOST_FN, TASK_REDUCE, TASK_EXCHANGE, TASK_ENCODE } taskKind_t;
 
 typedef struct task {
   struct task* next;
@@ -100,6 +101,7 @@ typedef struct task {
     } host;
     gbReduceArgs_t reduce;
     gbExchangeArgs_t exchange;
+    gbEncodeArgs_t encode;
   } u;
 } task_t;
 
@@ -118,6 +120,7 @@ static const char* taskName(taskKind_t k) {
     case TASK_HOST_FN: return "host function";
     case TASK_REDUCE: return "reduction";
     case TASK_EXCHANGE: return "exchange";
+    case TASK_ENCODE: return "encoding";
   }
   return "unknown";
 }
@@ -190,7 +193,14 @@ static gbResult_t runTask(stream_t* s, task_t* t, gbResult_t streamError) {
     }
     case TASK_REDUCE: {
       const gbReduceArgs_t* r = &t->u.reduce;
-      if (!drop) gbReduceOrdered(r->dst, r->src, r->nsrc, r->count, r->dtype, r->op, r->divisor, r->ring);
+      if (drop) return gbSuccess;
+      if (r->wire != GB_WIRE_PLAIN) gbWireFold(r->dst, r->src, r->nsrc, r->count, r->dtype, r->wire, r->divisor);
+      else gbReduceOrdered(r->dst, r->src, r->nsrc, r->count, r->dtype, r->op, r->divisor, r->ring);
+      return gbSuccess;
+    }
+    case TASK_ENCODE: {
+      const gbEncodeArgs_t* e = &t->u.encode;
+      if (!drop) gbWireEncode(e->dst, e->src, e->count, e->dtype, e->wire);
       return gbSuccess;
     }
     case TASK_EXCHANGE:
@@ -427,6 +437,12 @@ static gbResult_t reduceAsync(const gbReduceArgs_t* args, void* stream) {
   return enqueue(stream, &t);
 }
 
+static gbResult_t encodeAsync(const gbEncodeArgs_t* args, void* stream) {
+  GB_CHECK(gbDeviceEncodeCheck(args));
+  task_t t = {.kind = TASK_ENCODE, .u.encode = *args};
+  return enqueue(stream, &t);
+}
+
 static gbResult_t exchangeAsync(const gbExchangeArgs_t* args, void* stream) {
   GB_CHECK(gbDeviceExchangeCheck(args));
   task_t t = {.kind = TASK_EXCHANGE, .u.exchange = *args};
@@ -466,6 +482,7 @@ static const gbDeviceOps hostOps = {
     .hostUnregister = hostUnregister,
     .reduceAsync = reduceAsync,
     .exchangeAsync = exchangeAsync,
+    .encodeAsync = encodeAsync,
     .hostMemory = 1,
 };
 

@@ -523,3 +523,124 @@ GB_FLOAT_KERNELS(f64, double)
 GB_NARROW_KERNELS(bf16, Bf16)
 GB_NARROW_KERNELS(f8e4m3, E4m3)
 GB_NARROW_KERNELS(f8e5m2, E5m2)
+
+/* ------------------------------------------------------------ wire formats */
+/* The bridge's compressed wire (base/wire.h, bit for bit): encoders,
+ * gb_encode_<wire>_<type>, and folds, gb_fold_<wire>_<type>, for bf16 from
+ * f32 and fp8 from f32, f16 and bf16. An fp8 encoder's thread block is one
+ * scale block (GB_WIRE_FP8_BLOCK == GB_REDUCE_THREADS elements); a fold
+ * decodes every part (a code times a power of two: exact), adds in float
+ * from part 0 on (the host's NaN rules), divides, rounds once. */
+
+#define GB_WIRE_FP8_BLOCK 256
+#define GB_WIRE_FP8_INF 0x7e
+
+struct gbWireKernelArgs {
+  void* dst;
+  const void* src[GB_REDUCE_MAX_SRCS]; /* fold: the parts; encode: src[0] */
+  int nsrc;
+  gbU64 count;
+  int divisor;
+  gbU32 nanRule;
+};
+
+static __device__ inline gbU64 round16(gbU64 b) { return (b + 15) / 16 * 16; }
+static __device__ inline gbU64 fp8CodesAt(gbU64 count) {
+  return round16((count + GB_WIRE_FP8_BLOCK - 1) / GB_WIRE_FP8_BLOCK * 4);
+}
+
+struct F32 {
+  typedef float T;
+  static __device__ inline float in(float v) { return v; }
+  static __device__ inline float out(float f) { return f; }
+};
+
+static __device__ inline gbU16 wireToBf16(float f) {
+  gbU32 x = fbits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (gbU16)((x >> 16) | 0x0040);
+  return (gbU16)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+static __device__ inline int wireFp8Exponent(gbU32 maxBits) {
+  int k = (int)(maxBits >> 23) - 134;
+  return k < -126 ? -126 : k;
+}
+
+static __device__ inline gbU8 wireToFp8(float x, float inv) {
+  gbU32 u = fbits(x), a = u & 0x7fffffffu;
+  gbU8 sign = (gbU8)((u >> 24) & 0x80);
+  if (a > 0x7f800000u) return (gbU8)(sign | 0x7f);
+  if (a == 0x7f800000u) return (gbU8)(sign | GB_WIRE_FP8_INF);
+  return reduceFloatToE4m3(x * inv);
+}
+
+static __device__ inline float wireFromFp8(gbU8 c, float scale) {
+  if ((c & 0x7f) == 0x7f) return bitsf((gbU32)(c & 0x80) << 24 | 0x7fc00000u);
+  if ((c & 0x7f) == GB_WIRE_FP8_INF) return bitsf((gbU32)(c & 0x80) << 24 | 0x7f800000u);
+  return e4m3ToFloat(c) * scale;
+}
+
+template <typename C>
+static __device__ inline void encodeBf16(const gbWireKernelArgs& a) {
+  const typename C::T* src = (const typename C::T*)a.src[0];
+  gbU16* dst = (gbU16*)a.dst;
+  for (gbU64 i = (gbU64)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += (gbU64)gridDim.x * blockDim.x)
+    dst[i] = wireToBf16(C::in(src[i]));
+}
+
+template <typename C>
+static __device__ inline void encodeFp8(const gbWireKernelArgs& a) {
+  __shared__ gbU32 blockMax;
+  const typename C::T* src = (const typename C::T*)a.src[0];
+  int* ks = (int*)a.dst;
+  gbU8* codes = (gbU8*)a.dst + fp8CodesAt(a.count);
+  const gbU64 blocks = (a.count + GB_WIRE_FP8_BLOCK - 1) / GB_WIRE_FP8_BLOCK;
+  for (gbU64 b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const gbU64 i = b * GB_WIRE_FP8_BLOCK + threadIdx.x;
+    const bool in = threadIdx.x < GB_WIRE_FP8_BLOCK && i < a.count;
+    const float x = in ? C::in(src[i]) : 0.0f;
+    gbU32 m = fbits(x) & 0x7fffffffu;
+    if (m >= 0x7f800000u) m = 0;
+    if (threadIdx.x == 0) blockMax = 0;
+    __syncthreads();
+    atomicMax(&blockMax, m);
+    __syncthreads();
+    const int k = wireFp8Exponent(blockMax);
+    if (in) codes[i] = wireToFp8(x, bitsf((gbU32)(127 - k) << 23));
+    if (threadIdx.x == 0) ks[b] = k;
+    __syncthreads(); /* blockMax is read by all before the next block resets it */
+  }
+}
+
+/* Part s's element i, decoded. */
+template <int W>
+static __device__ inline float wirePart(const gbWireKernelArgs& a, int s, gbU64 i) {
+  if (W == 1) {
+    gbU32 x = (gbU32)((const gbU16*)a.src[s])[i] << 16;
+    return bitsf((x & 0x7fffffffu) > 0x7f800000u ? x | 0x00400000u : x);
+  }
+  const int k = ((const int*)a.src[s])[i / GB_WIRE_FP8_BLOCK];
+  return wireFromFp8(((const gbU8*)a.src[s] + fp8CodesAt(a.count))[i], bitsf((gbU32)(k + 127) << 23));
+}
+
+template <int W, typename C>
+static __device__ inline void wireFold(const gbWireKernelArgs& a) {
+  typename C::T* dst = (typename C::T*)a.dst;
+  for (gbU64 i = (gbU64)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += (gbU64)gridDim.x * blockDim.x) {
+    float acc = wirePart<W>(a, 0, i);
+#pragma unroll 1
+    for (int s = 1; s < a.nsrc; s++) acc = nanAdd(acc, wirePart<W>(a, s, i), a.nanRule);
+    if (a.divisor > 0) acc = nanDiv(acc, (float)a.divisor);
+    dst[i] = C::out(acc);
+  }
+}
+
+#define GB_WIRE_KERNELS(NAME, C)                                                                         \
+  extern "C" __global__ void GB_LAUNCH_BOUNDS gb_encode_fp8_##NAME(gbWireKernelArgs a) { encodeFp8<C>(a); } \
+  extern "C" __global__ void GB_LAUNCH_BOUNDS gb_fold_fp8_##NAME(gbWireKernelArgs a) { wireFold<2, C>(a); }
+
+GB_WIRE_KERNELS(f32, F32)
+GB_WIRE_KERNELS(f16, Half)
+GB_WIRE_KERNELS(bf16, Bf16)
+extern "C" __global__ void GB_LAUNCH_BOUNDS gb_encode_bf16_f32(gbWireKernelArgs a) { encodeBf16<F32>(a); }
+extern "C" __global__ void GB_LAUNCH_BOUNDS gb_fold_bf16_f32(gbWireKernelArgs a) { wireFold<1, F32>(a); }

@@ -1,0 +1,200 @@
+/* The bridge's compressed wire formats on the host (base/wire.h): the
+ * encoder and the fold, written as loops over tiles that the compiler
+ * vectorises (no branch per element but selects). */
+#include "base/wire.h"
+
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/fp8.h"
+
+#define ROUND16(b) (((b) + 15) / 16 * 16)
+#define TILE 1024 /* elements a fold accumulates at a time (in float, on the stack) */
+
+const char* gbWireName(int wire) { return wire == GB_WIRE_BF16 ? "bf16" : wire == GB_WIRE_FP8 ? "fp8" : "off"; }
+
+int gbWireNarrows(int wire, gbDataType_t dt) {
+  if (wire == GB_WIRE_BF16) return dt == gbFloat32;
+  if (wire == GB_WIRE_FP8) return dt == gbFloat32 || dt == gbFloat16 || dt == gbBfloat16;
+  return 0;
+}
+
+static size_t fp8Blocks(size_t count) { return (count + GB_WIRE_FP8_BLOCK - 1) / GB_WIRE_FP8_BLOCK; }
+
+size_t gbWireBytes(int wire, gbDataType_t dt, size_t count) {
+  if (!gbWireNarrows(wire, dt)) return count * gbDtypeSize(dt);
+  if (wire == GB_WIRE_BF16) return ROUND16(count * 2);
+  return ROUND16(fp8Blocks(count) * 4) + ROUND16(count);
+}
+
+/* ------------------------------------------------------------- elements */
+
+static inline uint32_t bitsOf(float f) { return gbFp8FloatBits(f); }
+static inline float floatOf(uint32_t u) { return gbFp8BitsFloat(u); }
+
+static inline uint16_t toBf16(uint32_t x) {
+  uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u;
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1)) >> 16;
+  return (uint16_t)(nan ? (x >> 16) | 0x0040 : rounded);
+}
+
+static inline float fromBf16(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  return floatOf((x & 0x7fffffffu) > 0x7f800000u ? x | 0x00400000u : x);
+}
+
+int gbWireFp8Exponent(float m) {
+  uint32_t e = (bitsOf(m) & 0x7fffffffu) >> 23;
+  int k = (int)e - 134; /* m in [2^(e-127), 2^(e-126)): m / 2^k in [2^7, 2^8) */
+  return k < -126 ? -126 : k;
+}
+
+/* x / 2^k (inv = 2^-k) as a code: NaN and infinity keep their sign. */
+static inline uint8_t toFp8(float x, float inv) {
+  uint32_t u = bitsOf(x), a = u & 0x7fffffffu;
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7f);
+  if (a == 0x7f800000u) return (uint8_t)(sign | GB_WIRE_FP8_INF);
+  return gbFloatToE4m3(x * inv);
+}
+
+/* A code times 2^k (scale): exact. */
+static float fp8Table[256];
+static inline float fromFp8(uint8_t c, float scale) {
+  float v = fp8Table[c];
+  return (c & 0x7f) >= GB_WIRE_FP8_INF ? v : v * scale;
+}
+
+static void fp8TableInit(void) {
+  static int done;
+  if (__atomic_load_n(&done, __ATOMIC_ACQUIRE)) return;
+  for (int c = 0; c < 256; c++) {
+    float v = gbE4m3ToFloat((uint8_t)c);
+    if ((c & 0x7f) == GB_WIRE_FP8_INF) v = floatOf((uint32_t)(c & 0x80) << 24 | 0x7f800000u);
+    fp8Table[c] = v;
+  }
+  __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+}
+
+float gbWireBf16(float x) { return fromBf16(toBf16(bitsOf(x))); }
+
+float gbWireFp8(float x, int k) {
+  fp8TableInit();
+  float scale = floatOf((uint32_t)(k + 127) << 23), inv = floatOf((uint32_t)(127 - k) << 23);
+  return fromFp8(toFp8(x, inv), scale);
+}
+
+/* Element i of src (dt: float32, float16 or bfloat16) as float, and back. */
+static inline float loadF(const void* src, size_t i, gbDataType_t dt) {
+  if (dt == gbFloat32) return ((const float*)src)[i];
+  uint16_t h = ((const uint16_t*)src)[i];
+  return dt == gbFloat16 ? gbHalfToFloat(h) : gbBf16ToFloat(h);
+}
+
+static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDataType_t dt) {
+  if (dt == gbFloat32) {
+    memcpy((float*)dst + at, acc, n * sizeof(float));
+    return;
+  }
+  uint16_t* d = (uint16_t*)dst + at;
+  for (size_t i = 0; i < n; i++) d[i] = dt == gbFloat16 ? gbFloatToHalf(acc[i]) : gbFloatToBf16(acc[i]);
+}
+
+/* ---------------------------------------------------------------- encode */
+
+static void encodeBf16(uint16_t* dst, const float* src, size_t count) {
+  for (size_t i = 0; i < count; i++) dst[i] = toBf16(bitsOf(src[i]));
+}
+
+/* The largest finite magnitude's bits (0: none). */
+static uint32_t blockMax(const void* src, size_t at, size_t n, gbDataType_t dt) {
+  uint32_t m = 0;
+  if (dt == gbFloat32) {
+    const uint32_t* u = (const uint32_t*)src + at;
+    for (size_t i = 0; i < n; i++) {
+      uint32_t a = u[i] & 0x7fffffffu;
+      a = a < 0x7f800000u ? a : 0;
+      m = a > m ? a : m;
+    }
+    return m;
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a = bitsOf(loadF(src, at + i, dt)) & 0x7fffffffu;
+    a = a < 0x7f800000u ? a : 0;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+static void encodeFp8(void* dst, const void* src, size_t count, gbDataType_t dt) {
+  int32_t* ks = dst;
+  uint8_t* codes = (uint8_t*)dst + ROUND16(fp8Blocks(count) * 4);
+  for (size_t b = 0, at = 0; at < count; b++, at += GB_WIRE_FP8_BLOCK) {
+    size_t n = count - at < GB_WIRE_FP8_BLOCK ? count - at : GB_WIRE_FP8_BLOCK;
+    int k = gbWireFp8Exponent(floatOf(blockMax(src, at, n, dt)));
+    ks[b] = k;
+    float inv = floatOf((uint32_t)(127 - k) << 23);
+    if (dt == gbFloat32)
+      for (size_t i = 0; i < n; i++) codes[at + i] = toFp8(((const float*)src)[at + i], inv);
+    else
+      for (size_t i = 0; i < n; i++) codes[at + i] = toFp8(loadF(src, at + i, dt), inv);
+  }
+}
+
+void gbWireEncode(void* dst, const void* src, size_t count, gbDataType_t dt, int wire) {
+  if (!gbWireNarrows(wire, dt)) {
+    memmove(dst, src, count * gbDtypeSize(dt));
+    return;
+  }
+  if (wire == GB_WIRE_BF16) {
+    encodeBf16(dst, src, count);
+    return;
+  }
+  fp8TableInit();
+  encodeFp8(dst, src, count, dt);
+}
+
+/* ------------------------------------------------------------------ fold */
+
+/* acc[0..n) (+)= part's elements [at, at + n) decoded (first: =). */
+static void foldPart(float* acc, const void* part, size_t count, size_t at, size_t n, int wire, int first) {
+  if (wire == GB_WIRE_BF16) {
+    const uint16_t* p = (const uint16_t*)part + at;
+    if (first)
+      for (size_t i = 0; i < n; i++) acc[i] = fromBf16(p[i]);
+    else
+      for (size_t i = 0; i < n; i++) acc[i] = acc[i] + fromBf16(p[i]);
+    return;
+  }
+  const int32_t* ks = part;
+  const uint8_t* codes = (const uint8_t*)part + ROUND16(fp8Blocks(count) * 4);
+  /* A tile starts on a block's boundary (TILE is a multiple of the block). */
+  for (size_t j = 0; j < n; j += GB_WIRE_FP8_BLOCK) {
+    size_t m = n - j < GB_WIRE_FP8_BLOCK ? n - j : GB_WIRE_FP8_BLOCK;
+    float scale = floatOf((uint32_t)(ks[(at + j) / GB_WIRE_FP8_BLOCK] + 127) << 23);
+    const uint8_t* c = codes + at + j;
+    if (first)
+      for (size_t i = 0; i < m; i++) acc[j + i] = fromFp8(c[i], scale);
+    else
+      for (size_t i = 0; i < m; i++) acc[j + i] = acc[j + i] + fromFp8(c[i], scale);
+  }
+}
+
+_Static_assert(TILE % GB_WIRE_FP8_BLOCK == 0, "a fold's tile holds whole fp8 blocks");
+
+void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor) {
+  if (!gbWireNarrows(wire, dt)) {
+    gbReduceOrdered(dst, src, n, count, dt, gbSum, divisor, 0);
+    return;
+  }
+  fp8TableInit();
+  float acc[TILE];
+  float d = (float)divisor;
+  for (size_t at = 0; at < count; at += TILE) {
+    size_t m = count - at < TILE ? count - at : TILE;
+    for (int s = 0; s < n; s++) foldPart(acc, src[s], count, at, m, wire, s == 0);
+    if (divisor > 0)
+      for (size_t i = 0; i < m; i++) acc[i] = acc[i] / d;
+    storeTile(dst, at, acc, m, dt);
+  }
+}

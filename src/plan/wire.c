@@ -1,0 +1,60 @@
+/* Which wire a bridged reduction's parts cross in (GPUBRIDGE_BRIDGE_COMPRESSION,
+ * base/wire.h), and the chunk that lets them fit a staging slot. Compressed:
+ * all-reduce and reduce-scatter, sum or avg, of a type the wire narrows, with
+ * a host step through private, shared or remote slots. Left plain: every
+ * other collective and op (PreMulSum included: its scale is the proxy's or
+ * the island's), types the wire does not narrow, and small all-reduces that
+ * the exchange takes (latency, not bytes). The islands keep full precision. */
+#include "plan/plan.h"
+
+#include "base/dtype.h"
+#include "base/wire.h"
+
+_Static_assert((int)gbCompressionOff == (int)GB_WIRE_PLAIN && (int)gbCompressionBf16 == (int)GB_WIRE_BF16 &&
+                   (int)gbCompressionFp8 == (int)GB_WIRE_FP8 && (int)gbNumCompressions == (int)GB_NUM_WIRES,
+               "a gbCompression_t is the gbWire_t its parts cross in");
+
+/* The host group's members: the bridge has one per island (split-rail's
+ * rails too), the world every rank. */
+static size_t hostMembers(const gbPlanInput_t* in, const gbPlan_t* p) {
+  return p->host == GB_HOST_WORLD ? (size_t)in->topo->nranks : (size_t)in->topo->nislands;
+}
+
+/* What a slot must hold for a chunk of `count` elements (each rank's block
+ * for reduce-scatter) in wire w. Private: every member's part (all-reduce:
+ * the all-gather of the parts), or my blocks out and the members' blocks in
+ * (reduce-scatter: an all-to-all of the blocks). Shared or remote: my part,
+ * or my block for each member. */
+static size_t slotNeeds(const gbPlanInput_t* in, const gbPlan_t* p, int w, size_t count) {
+  size_t n = hostMembers(in, p), part = gbWireBytes(w, in->dtype, count);
+  int rs = in->coll == GB_COLL_REDUCESCATTER;
+  if (p->stage == GB_STAGE_PRIVATE) return rs ? 2 * n * part : n * part;
+  return rs ? n * part : part;
+}
+
+static int compressible(const gbPlanInput_t* in, const gbPlan_t* p) {
+  if (in->compression == GB_WIRE_PLAIN || !gbWireNarrows(in->compression, in->dtype)) return 0;
+  if (in->coll != GB_COLL_ALLREDUCE && in->coll != GB_COLL_REDUCESCATTER) return 0;
+  if (in->op != gbSum && in->op != gbAvg) return 0;
+  if (p->host == GB_HOST_NONE || p->stage == GB_STAGE_EXCHANGE) return 0;
+  if (hostMembers(in, p) > GB_PLAN_FOLD_MAX_PARTS) return 0;
+  return 1;
+}
+
+void gbPlanWire(const gbPlanInput_t* in, gbPlan_t* p) {
+  p->wire = GB_WIRE_PLAIN;
+  if (!compressible(in, p) || p->chunkCount == 0) return;
+  size_t count = p->chunkCount;
+  /* Shrink the chunk until its wire fits (each step by the overshoot's share). */
+  while (count > 0 && slotNeeds(in, p, in->compression, count) > in->slotBytes) {
+    size_t need = slotNeeds(in, p, in->compression, count);
+    size_t next = (size_t)((double)count * (double)in->slotBytes / (double)need);
+    count = next < count ? next : count - 1;
+  }
+  if (count == 0) return;
+  p->wire = in->compression;
+  if (count < p->chunkCount) {
+    p->chunkCount = count;
+    p->nchunks = (p->count + count - 1) / count;
+  }
+}
