@@ -17,44 +17,45 @@ _Static_assert((int)gbCompressionOff == (int)GB_WIRE_PLAIN && (int)gbCompression
 /* The host group's members: the bridge has one per island (split-rail's
  * rails too), the world every rank. */
 static size_t hostMembers(const gbPlanInput_t* in, const gbPlan_t* p) {
-  return p->host == GB_HOST_WORLD ? (size_t)in->topo->nranks : (size_t)in->topo->nislands;
+  return p->policy == gbPolicyFlat ? (size_t)in->topo->nranks : (size_t)in->topo->nislands;
 }
 
-/* What a slot must hold for a chunk of `count` elements (each rank's block
- * for reduce-scatter) in wire w. Private: every member's part (all-reduce:
- * the all-gather of the parts), or my blocks out and the members' blocks in
- * (reduce-scatter: an all-to-all of the blocks). Shared or remote: my part,
- * or my block for each member. */
+/* What a private slot must hold for a chunk of `count` elements (each rank's
+ * block for reduce-scatter) in wire w: every member's part (all-reduce: the
+ * all-gather of the parts), or my blocks out and the members' blocks in
+ * (reduce-scatter: an all-to-all of the blocks). Shared and remote slots
+ * need less (my part, or my block for each member). */
 static size_t slotNeeds(const gbPlanInput_t* in, const gbPlan_t* p, int w, size_t count) {
   size_t n = hostMembers(in, p), part = gbWireBytes(w, in->dtype, count);
-  int rs = in->coll == GB_COLL_REDUCESCATTER;
-  if (p->stage == GB_STAGE_PRIVATE) return rs ? 2 * n * part : n * part;
-  return rs ? n * part : part;
+  return in->coll == GB_COLL_REDUCESCATTER ? 2 * n * part : n * part;
 }
 
+/* Whether the call's host steps cross compressed, from facts every rank of
+ * the call shares (its chunks are the islands' too). */
 static int compressible(const gbPlanInput_t* in, const gbPlan_t* p) {
   if (in->compression == GB_WIRE_PLAIN || !gbWireNarrows(in->compression, in->dtype)) return 0;
   if (in->coll != GB_COLL_ALLREDUCE && in->coll != GB_COLL_REDUCESCATTER) return 0;
   if (in->op != gbSum && in->op != gbAvg) return 0;
-  if (p->host == GB_HOST_NONE || p->stage == GB_STAGE_EXCHANGE) return 0;
-  if (hostMembers(in, p) > GB_PLAN_FOLD_MAX_PARTS) return 0;
+  if (p->policy == gbPolicyNative || hostMembers(in, p) > GB_PLAN_FOLD_MAX_PARTS) return 0;
   return 1;
 }
 
 void gbPlanWire(const gbPlanInput_t* in, gbPlan_t* p) {
   p->wire = GB_WIRE_PLAIN;
   if (!compressible(in, p) || p->chunkCount == 0) return;
+  /* Every rank shrinks the chunk alike (each step by the overshoot's share),
+   * until the wire fits a private slot, whichever stage its host step takes. */
   size_t count = p->chunkCount;
-  /* Shrink the chunk until its wire fits (each step by the overshoot's share). */
   while (count > 0 && slotNeeds(in, p, in->compression, count) > in->slotBytes) {
     size_t need = slotNeeds(in, p, in->compression, count);
     size_t next = (size_t)((double)count * (double)in->slotBytes / (double)need);
     count = next < count ? next : count - 1;
   }
   if (count == 0) return;
-  p->wire = in->compression;
   if (count < p->chunkCount) {
     p->chunkCount = count;
     p->nchunks = (p->count + count - 1) / count;
   }
+  /* Small all-reduces the exchange takes cross as they are. */
+  if (p->host != GB_HOST_NONE && p->stage != GB_STAGE_EXCHANGE) p->wire = in->compression;
 }
