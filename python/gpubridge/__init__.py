@@ -56,7 +56,7 @@ if _HAVE_TORCH:
     from .api import (init, destroy, is_initialized, get_unique_id, get_topology,  # noqa: F401
                       all_reduce, reduce, broadcast, all_gather_into_tensor, reduce_scatter_tensor,
                       all_to_all_single, barrier, split)
-    from .backend import BACKEND_NAME, ProcessGroupGpubridge, register as _register  # noqa: F401
+    from .backend import BACKEND_NAME, Options, ProcessGroupGpubridge, register as _register  # noqa: F401
     from .hooks import HookState, WeightedAvgState, ddp_comm_hook, weighted_avg_hook  # noqa: F401
     from ._observe import Observer, counters, dump_trace, in_flight, memory, observe  # noqa: F401
 
@@ -65,6 +65,6 @@ if _HAVE_TORCH:
                 "reduce_scatter_tensor", "all_to_all_single", "barrier", "split", "BACKEND_NAME",
                 "ProcessGroupGpubridge", "HookState", "ddp_comm_hook", "WeightedAvgState",
                 "weighted_avg_hook", "Observer", "observe", "in_flight",
-                "counters", "dump_trace", "memory"]
+                "counters", "dump_trace", "memory", "Options"]
     _register()
     atexit.register(_destroy_all)

@@ -19,11 +19,12 @@ from ._work import Watcher, Work, completed_work
 _live = weakref.WeakSet()
 
 
-def _init_config(timeout_s):
+def _init_config(timeout_s, compression=None):
     """Settings of a non-blocking init (polled, so that Ctrl-C is heard: _interrupt.py),
-    with timeout_s, when given, as every wait's deadline."""
+    with timeout_s, when given, as every wait's deadline, and compression, when
+    given, as the bridge compression ("off", "bf16", "fp8")."""
     t = None if timeout_s is None else max(1, min(86400, int(round(timeout_s))))
-    return _lib.make_config(blocking=0, timeout_seconds=t)
+    return _lib.make_config(blocking=0, timeout_seconds=t, bridge_compression=compression)
 
 
 def _wait_key(store, key, rank, timeout_s):
@@ -72,8 +73,8 @@ class Communicator:
     # ------------------------------------------------------------ creation
 
     @classmethod
-    def from_unique_id(cls, nranks, unique_id, rank, timeout_s=None):
-        cfg = _init_config(timeout_s)
+    def from_unique_id(cls, nranks, unique_id, rank, timeout_s=None, compression=None):
+        cfg = _init_config(timeout_s, compression)
         h = _interrupt.init_polled(lambda: _lib.comm_init_rank_start(nranks, unique_id, rank, cfg))
         return cls(h, timeout_s)
 
@@ -87,7 +88,7 @@ class Communicator:
         return cls(h, timeout_s)
 
     @classmethod
-    def from_store(cls, store, rank, size, timeout_s=None, prefix="gpubridge"):
+    def from_store(cls, store, rank, size, timeout_s=None, prefix="gpubridge", compression=None):
         """Rank 0 makes the unique id and publishes it in a torch.distributed store.
 
         A store may serve several communicators one after another (a group
@@ -102,7 +103,7 @@ class Communicator:
         else:
             _wait_key(store, key, rank, timeout_s)
             uid = store.get(key)
-        return cls.from_unique_id(size, bytes(uid), rank, timeout_s)
+        return cls.from_unique_id(size, bytes(uid), rank, timeout_s, compression)
 
     def split(self, color, key):
         """gbCommSplit: a new Communicator of the ranks with the same color, or None.

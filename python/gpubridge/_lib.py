@@ -72,7 +72,11 @@ class UniqueId(ctypes.Structure):
 class Config(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
                 ("blocking", ctypes.c_int), ("policy", ctypes.c_int), ("transport", ctypes.c_int),
-                ("timeoutSeconds", ctypes.c_int), ("chunkBytes", ctypes.c_int)]
+                ("timeoutSeconds", ctypes.c_int), ("chunkBytes", ctypes.c_int), ("bridgeCompression", ctypes.c_int)]
+
+
+# gbCompression_t by its GPUBRIDGE_BRIDGE_COMPRESSION name.
+COMPRESSIONS = {"off": 0, "bf16": 1, "fp8": 2}
 
 
 class DeviceInfo(ctypes.Structure):
@@ -334,12 +338,18 @@ def get_last_error(comm=None):
 
 # -------------------------------------------------------------- communicators
 
-def make_config(blocking=None, policy=None, transport=None, timeout_seconds=None, chunk_bytes=None):
-    """A gbConfig_t with unset fields left GB_CONFIG_UNDEF_INT."""
+def make_config(blocking=None, policy=None, transport=None, timeout_seconds=None, chunk_bytes=None,
+                bridge_compression=None):
+    """A gbConfig_t with unset fields left GB_CONFIG_UNDEF_INT (bridge_compression: "off", "bf16", "fp8")."""
     def v(x):
         return CONFIG_UNDEF_INT if x is None else int(x)
+    if bridge_compression is not None:
+        if bridge_compression not in COMPRESSIONS:
+            raise Error(INVALID_ARGUMENT, "bridge_compression=%r: give one of %s" % (
+                bridge_compression, ", ".join(COMPRESSIONS)))
+        bridge_compression = COMPRESSIONS[bridge_compression]
     return Config(ctypes.sizeof(Config), CONFIG_MAGIC, get_version_code(), v(blocking), v(policy),
-                  v(transport), v(timeout_seconds), v(chunk_bytes))
+                  v(transport), v(timeout_seconds), v(chunk_bytes), v(bridge_compression))
 
 
 def get_unique_id():

@@ -15,8 +15,10 @@ import datetime
 import torch
 import torch.distributed as dist
 
+from . import _lib
 from . import _tensors as T
 from ._comm import Communicator
+from ._lib import Error
 from ._p2p import P2pQueue
 from ._tensors import Unsupported
 
@@ -32,17 +34,41 @@ def _op(opts):
     return opts.reduceOp
 
 
+class Options:
+    """A gpubridge process group's own settings, given as pg_options to
+    dist.new_group or dist.init_process_group (backend "gpubridge").
+
+    bridge_compression: "off", "bf16" or "fp8" (None: GPUBRIDGE_BRIDGE_COMPRESSION):
+    floating-point all-reduces and reduce-scatters of this group cross the
+    bridge narrowed (docs/REDUCTION_ORDER.md, "Bridge compression"). Every
+    rank of the group must give the same."""
+
+    def __init__(self, bridge_compression=None):
+        if bridge_compression is not None and bridge_compression not in _lib.COMPRESSIONS:
+            raise Error(_lib.INVALID_ARGUMENT, "gpubridge.Options(bridge_compression=%r): give one of %s" % (
+                bridge_compression, ", ".join(_lib.COMPRESSIONS)))
+        self.bridge_compression = bridge_compression
+
+    def __repr__(self):
+        return "gpubridge.Options(bridge_compression=%r)" % (self.bridge_compression,)
+
+
 class ProcessGroupGpubridge(dist.ProcessGroup):
     """A process group whose collectives run in libgpubridge."""
 
-    def __init__(self, store, rank, size, timeout):
+    def __init__(self, store, rank, size, timeout, options=None):
         super().__init__(rank, size)
         if isinstance(timeout, datetime.timedelta):
             timeout_s = timeout.total_seconds()
         else:
             timeout_s = float(timeout) if timeout else None
         self._timeout_s = timeout_s
-        self.communicator = Communicator.from_store(store, rank, size, timeout_s)
+        if options is not None and not isinstance(options, Options):
+            raise TypeError("pg_options for backend %r must be a gpubridge.Options, not %s" % (
+                BACKEND_NAME, type(options).__name__))
+        self.options = options or Options()
+        self.communicator = Communicator.from_store(store, rank, size, timeout_s,
+                                                    compression=self.options.bridge_compression)
         self._p2p = P2pQueue(self.communicator)
         self._coalescing = None
 
@@ -318,12 +344,14 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
             c.rank, c.size, c.topology["island_vendor"])
 
 
-def _create(store, rank, size, timeout):
-    return ProcessGroupGpubridge(store, rank, size, timeout)
+def _create(dist_options, pg_options):
+    """torch's extended creator: the group's store, rank, size and timeout, and pg_options (gpubridge.Options)."""
+    return ProcessGroupGpubridge(dist_options.store, dist_options.group_rank, dist_options.group_size,
+                                 dist_options.timeout, pg_options)
 
 
 def register():
     """Registers the backend with torch.distributed (idempotent)."""
     if BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
         return
-    dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu", "cuda"])
