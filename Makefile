@@ -21,7 +21,7 @@
 #             the libraries' glibc symbols against the tag (python/build_wheel.sh)
 # make test-asan / test-tsan   the unit and multi-process suites under ASan+UBSan
 #             (build-asan) or TSan (build-tsan); any report fails (tests/sanitizers/)
-# make bench-gloo / bench-mpi / bench-link   comparisons (bench/, docs/PERFORMANCE.md);
+# make bench-gloo / bench-mpi / bench-link / bench-compress   comparisons (bench/, docs/PERFORMANCE.md);
 #             results go to $(BUILD)/perf; BENCH_OUT=docs/perf records them in the docs
 # make bench-train / bench-entry   a DDP step bridged against the same step alone, and
 #             one all-reduce through gpubridge-perf, the torch backend and the drop-in
@@ -53,7 +53,7 @@ endif
 # Its path as CMake must hold it (Python3_EXECUTABLE), once it exists.
 PY_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null)
 
-.PHONY: all build demo test test-asan test-tsan clean env-doc bench-gloo bench-mpi bench-link bench-train bench-entry \
+.PHONY: all build demo test test-asan test-tsan clean env-doc bench-gloo bench-mpi bench-link bench-compress bench-train bench-entry \
   venv need-tools wheel
 
 all: build
@@ -148,6 +148,10 @@ bench-mpi: build $(PY_READY)
 # Needs root: network namespaces and tc.
 bench-link: build $(PY_READY)
 	$(PYTHON) bench/bench_link.py $(BENCH_ARGS)
+
+# Needs root: bridge compression across an emulated 10 Gbit/s link.
+bench-compress: build $(PY_READY)
+	$(PYTHON) bench/bench_compress.py $(BENCH_ARGS)
 
 # Two ranks, one island each: on a GPU two split-test ranks on it (with CUDA
 # torch: PYTHON=python3), else simulated nvidia + amd on the CPU with a small

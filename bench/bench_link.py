@@ -14,20 +14,17 @@ kept). Writes OUT/link_allreduce.{json,png}; the last line is
 line rate (1.25 GB/s), without delay."""
 import argparse
 import os
-import secrets
 import subprocess
 import sys
-import tempfile
 
-from netns import Link, check_tools
-from perfjob import perf_args, read_json, series, size_arg
+from netns import Link, check_tools, run_pair
+from perfjob import perf_args, series, size_arg
 from plot import plot_busbw
 from report import best, human, machine, save
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # (Gbit/s, one-way delay ms); 0 Gbit/s: no shaping, this machine's own ceiling
 CONFIGS = [(10, 0), (10, 1), (25, 0), (25, 1), (1, 0), (0, 0)]
-LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def tcp_reference(link, mib):
@@ -43,36 +40,6 @@ def tcp_reference(link, mib):
         if server.poll() is None:
             server.kill()
     return float(out.split()[-1])
-
-
-def run_pair(link, build, args, timeout):
-    """Rank 0 on host a (nvidia island), rank 1 on host b (amd island)."""
-    secret = secrets.token_hex(16)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "perf.json")
-        procs = []
-        for k, vendor in enumerate(("nvidia", "amd")):
-            env = {key: v for key, v in os.environ.items() if key not in LAUNCHER}
-            env.update({"RANK": str(k), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-                        "MASTER_ADDR": link.addr[0], "MASTER_PORT": "29400", "GPUBRIDGE_JOB_SECRET": secret,
-                        "GPUBRIDGE_VENDOR": vendor, "GPUBRIDGE_SIM_HOST": "host-" + "ab"[k],
-                        "GPUBRIDGE_SOCKET_IFNAME": "=" + link.ifs[k]})
-            cmd = link.exec_prefix(k) + [os.path.join(build, "bin", "gpubridge-perf")] + args
-            if k == 0:
-                cmd += ["-J", path]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        outs = []
-        try:
-            for p in procs:
-                outs.append(p.communicate(timeout=timeout)[0])
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        for k, p in enumerate(procs):
-            if p.returncode != 0:
-                raise SystemExit("bench-link: rank %d exited %d:\n%s" % (k, p.returncode, outs[k]))
-        return read_json(path) + (outs[0],)
 
 
 p = argparse.ArgumentParser()

@@ -3,7 +3,12 @@ pair, each end shaped by tc (tbf for the rate, netem under it for a delay).
 Needs root and iproute2. Every step raises SystemExit with the command and
 its error, so a machine that cannot do this says why."""
 import os
+import secrets
 import subprocess
+import sys
+import tempfile
+
+from perfjob import read_json
 
 
 def sh(cmd, check=True):
@@ -78,3 +83,38 @@ def check_tools():
             env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
             subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
             subprocess.run(["apt-get", "install", "-y", "-qq", "iproute2"], check=True, env=env)
+
+
+LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def run_pair(link, build, args, timeout, extra_env=None):
+    """gpubridge-perf ARGS with rank 0 on host a (nvidia island), rank 1 on host b (amd island), and extra_env
+    on both: (meta, rows, rank 0's output) of rank 0's JSON (-J)."""
+    secret = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "perf.json")
+        procs = []
+        for k, vendor in enumerate(("nvidia", "amd")):
+            env = {key: v for key, v in os.environ.items() if key not in LAUNCHER}
+            env.update({"RANK": str(k), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                        "MASTER_ADDR": link.addr[0], "MASTER_PORT": "29400", "GPUBRIDGE_JOB_SECRET": secret,
+                        "GPUBRIDGE_VENDOR": vendor, "GPUBRIDGE_SIM_HOST": "host-" + "ab"[k],
+                        "GPUBRIDGE_SOCKET_IFNAME": "=" + link.ifs[k]})
+            env.update(extra_env or {})
+            cmd = link.exec_prefix(k) + [os.path.join(build, "bin", "gpubridge-perf")] + args
+            if k == 0:
+                cmd += ["-J", path]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outs = []
+        try:
+            for p in procs:
+                outs.append(p.communicate(timeout=timeout)[0])
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        for k, p in enumerate(procs):
+            if p.returncode != 0:
+                raise SystemExit("run_pair: rank %d exited %d:\n%s" % (k, p.returncode, outs[k]))
+        return read_json(path) + (outs[0],)

@@ -9,6 +9,14 @@
 #include "base/fp8.h"
 
 #define ROUND16(b) (((b) + 15) / 16 * 16)
+/* The hot loops, built for AVX2 too and chosen at load time (the build
+ * targets plain x86-64; CMakeLists.txt builds this file with -O3, which
+ * vectorises them). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
 #define TILE 1024 /* elements a fold accumulates at a time (in float, on the stack) */
 
 const char* gbWireName(int wire) { return wire == GB_WIRE_BF16 ? "bf16" : wire == GB_WIRE_FP8 ? "fp8" : "off"; }
@@ -49,37 +57,39 @@ int gbWireFp8Exponent(float m) {
   return k < -126 ? -126 : k;
 }
 
-/* x / 2^k (inv = 2^-k) as a code: NaN and infinity keep their sign. */
+/* x / 2^k (inv = 2^-k) as a code: NaN and infinity keep their sign. The
+ * magnitude v = |x| / 2^k is at most 256 (finite x), so base/fp8.h's
+ * gbFloatToE4m3 reduces to: from 2^-6 on, the float's top bits rounded to
+ * nearest even; below, v * 2^9 rounded to an integer (adding 2^23 rounds
+ * it, to nearest even). No branch: the compiler vectorises it. */
 static inline uint8_t toFp8(float x, float inv) {
   uint32_t u = bitsOf(x), a = u & 0x7fffffffu;
-  uint8_t sign = (uint8_t)((u >> 24) & 0x80);
-  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7f);
-  if (a == 0x7f800000u) return (uint8_t)(sign | GB_WIRE_FP8_INF);
-  return gbFloatToE4m3(x * inv);
+  uint32_t sign = (u >> 24) & 0x80;
+  uint32_t v = bitsOf(x * inv) & 0x7fffffffu;
+  uint32_t normal = ((v + 0x7ffffu + ((v >> 20) & 1)) >> 20) - ((127 - 7) << 3);
+  uint32_t sub = bitsOf(floatOf(v) * 512.0f + 8388608.0f) - 0x4b000000u;
+  uint32_t isNormal = 0u - (uint32_t)(v >= 0x3c800000u);
+  uint32_t isNaN = 0u - (uint32_t)(a > 0x7f800000u), isInf = 0u - (uint32_t)(a == 0x7f800000u);
+  uint32_t code = (normal & isNormal) | (sub & ~isNormal);
+  code = (code & ~(isNaN | isInf)) | (0x7fu & isNaN) | (GB_WIRE_FP8_INF & isInf);
+  return (uint8_t)(sign | code);
 }
 
-/* A code times 2^k (scale): exact. */
-static float fp8Table[256];
+/* A code times 2^k (scale): exact. base/fp8.h's gbE4m3ToFloat without a
+ * branch (a subnormal code is its mantissa times 2^-9), infinity at 0x7e. */
 static inline float fromFp8(uint8_t c, float scale) {
-  float v = fp8Table[c];
-  return (c & 0x7f) >= GB_WIRE_FP8_INF ? v : v * scale;
-}
-
-static void fp8TableInit(void) {
-  static int done;
-  if (__atomic_load_n(&done, __ATOMIC_ACQUIRE)) return;
-  for (int c = 0; c < 256; c++) {
-    float v = gbE4m3ToFloat((uint8_t)c);
-    if ((c & 0x7f) == GB_WIRE_FP8_INF) v = floatOf((uint32_t)(c & 0x80) << 24 | 0x7f800000u);
-    fp8Table[c] = v;
-  }
-  __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+  uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c >> 3) & 0xf, m = c & 0x7, low = c & 0x7fu;
+  uint32_t isSub = 0u - (uint32_t)(e == 0);
+  uint32_t normal = (e + 120) << 23 | m << 20, sub = bitsOf((float)m * 0x1p-9f);
+  uint32_t v = bitsOf(floatOf((normal & ~isSub) | (sub & isSub)) * scale);
+  uint32_t isNaN = 0u - (uint32_t)(low == 0x7f), isInf = 0u - (uint32_t)(low == GB_WIRE_FP8_INF);
+  v = (v & ~(isNaN | isInf)) | (0x7fc00000u & isNaN) | (0x7f800000u & isInf);
+  return floatOf(sign | v);
 }
 
 float gbWireBf16(float x) { return fromBf16(toBf16(bitsOf(x))); }
 
 float gbWireFp8(float x, int k) {
-  fp8TableInit();
   float scale = floatOf((uint32_t)(k + 127) << 23), inv = floatOf((uint32_t)(127 - k) << 23);
   return fromFp8(toFp8(x, inv), scale);
 }
@@ -91,7 +101,7 @@ static inline float loadF(const void* src, size_t i, gbDataType_t dt) {
   return dt == gbFloat16 ? gbHalfToFloat(h) : gbBf16ToFloat(h);
 }
 
-static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDataType_t dt) {
+HOT static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDataType_t dt) {
   if (dt == gbFloat32) {
     memcpy((float*)dst + at, acc, n * sizeof(float));
     return;
@@ -102,12 +112,12 @@ static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDataTy
 
 /* ---------------------------------------------------------------- encode */
 
-static void encodeBf16(uint16_t* dst, const float* src, size_t count) {
+HOT static void encodeBf16(uint16_t* dst, const float* src, size_t count) {
   for (size_t i = 0; i < count; i++) dst[i] = toBf16(bitsOf(src[i]));
 }
 
 /* The largest finite magnitude's bits (0: none). */
-static uint32_t blockMax(const void* src, size_t at, size_t n, gbDataType_t dt) {
+static inline uint32_t blockMax(const void* src, size_t at, size_t n, gbDataType_t dt) {
   uint32_t m = 0;
   if (dt == gbFloat32) {
     const uint32_t* u = (const uint32_t*)src + at;
@@ -126,7 +136,7 @@ static uint32_t blockMax(const void* src, size_t at, size_t n, gbDataType_t dt) 
   return m;
 }
 
-static void encodeFp8(void* dst, const void* src, size_t count, gbDataType_t dt) {
+HOT static void encodeFp8(void* dst, const void* src, size_t count, gbDataType_t dt) {
   int32_t* ks = dst;
   uint8_t* codes = (uint8_t*)dst + ROUND16(fp8Blocks(count) * 4);
   for (size_t b = 0, at = 0; at < count; b++, at += GB_WIRE_FP8_BLOCK) {
@@ -150,14 +160,13 @@ void gbWireEncode(void* dst, const void* src, size_t count, gbDataType_t dt, int
     encodeBf16(dst, src, count);
     return;
   }
-  fp8TableInit();
   encodeFp8(dst, src, count, dt);
 }
 
 /* ------------------------------------------------------------------ fold */
 
 /* acc[0..n) (+)= part's elements [at, at + n) decoded (first: =). */
-static void foldPart(float* acc, const void* part, size_t count, size_t at, size_t n, int wire, int first) {
+HOT static void foldPart(float* acc, const void* part, size_t count, size_t at, size_t n, int wire, int first) {
   if (wire == GB_WIRE_BF16) {
     const uint16_t* p = (const uint16_t*)part + at;
     if (first)
@@ -182,12 +191,11 @@ static void foldPart(float* acc, const void* part, size_t count, size_t at, size
 
 _Static_assert(TILE % GB_WIRE_FP8_BLOCK == 0, "a fold's tile holds whole fp8 blocks");
 
-void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor) {
+HOT void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor) {
   if (!gbWireNarrows(wire, dt)) {
     gbReduceOrdered(dst, src, n, count, dt, gbSum, divisor, 0);
     return;
   }
-  fp8TableInit();
   float acc[TILE];
   float d = (float)divisor;
   for (size_t at = 0; at < count; at += TILE) {
