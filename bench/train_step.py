@@ -75,6 +75,9 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (25)")
+    p.add_argument("--compression", default="off",
+                   help="GPUBRIDGE_BRIDGE_COMPRESSION of the bridged run: off, bf16, fp8, or a comma list run in "
+                        "turn (the last line then gains <wire>_speedup, off's step over each)")
     p.add_argument("--json", metavar="OUT", help="write the results here")
     p.add_argument("--timeout", type=float, default=600, help="seconds for each part")
     a = p.parse_args()
@@ -98,11 +101,15 @@ def main():
         a.layout, a.backend + (" (drop-in)" if a.backend == "nccl" else ""), a.bucket_mb), flush=True)
     if a.backend == "nccl":
         env["LD_PRELOAD"] = " ".join([islands.drop_in(a.build)] + [x for x in [env.get("LD_PRELOAD")] if x])
-    rows = run_ranks(prefix + [sys.executable, RANK, "--backend", a.backend, "--bucket-mb", str(a.bucket_mb)] + common,
-                     2, env, a.timeout)
-    if not rows:
-        raise SystemExit("rank 0 printed no result")
-    bridged = rows[-1]
+    wires = a.compression.split(",")
+    by_wire = {}
+    for w in wires:
+        rows = run_ranks(prefix + [sys.executable, RANK, "--backend", a.backend, "--bucket-mb", str(a.bucket_mb)] +
+                         common, 2, dict(env, GPUBRIDGE_BRIDGE_COMPRESSION=w), a.timeout)
+        if not rows:
+            raise SystemExit("rank 0 printed no result")
+        by_wire[w] = rows[-1]
+    bridged = by_wire[wires[0]]
     if a.backend == "nccl":
         env.pop("LD_PRELOAD")
     d2h = pinned_d2h(env, a.timeout) if cuda else None
@@ -114,8 +121,12 @@ def main():
           "after %d warm-up" % (a.layers, bridged["width"], bridged["width"], bridged["params"], bridged["grad_bytes"],
                                 a.batch, a.steps, a.warmup))
     print("  %-40s %10s %10s %10s" % ("", "median ms", "mean ms", "min ms"))
-    for name, r in (("bridged (%s, %s)" % (a.layout, a.backend), bridged), ("alone (no communication)", alone)):
+    named = [("bridged (%s, %s%s)" % (a.layout, a.backend, ", compression " + w if len(wires) > 1 or w != "off" else
+                                    ""), r) for w, r in by_wire.items()]
+    for name, r in named + [("alone (no communication)", alone)]:
         print("  %-40s %10.2f %10.2f %10.2f" % (name, r["step_ms"], r["mean_ms"], r["min_ms"]))
+        if "bridge_bytes" in r and r is not alone:
+            print("  %-40s %10d bytes a step" % ("", r["bridge_bytes"]))
     if counted:
         print("bridge bytes per step: %d (rank 0 sent, gpubridge.counters(): world + bridge + rail), %.1f all-reduce "
               "calls a step; DDP's gradients: %d" % (nbytes, bridged["calls"], bridged["grad_bytes"]))
@@ -129,11 +140,15 @@ def main():
                                                                      bridged["step_ms"]))
     line = "train_step_ms %.3f compute_ms %.3f bridge_bytes %d bound_ms %s" % (
         bridged["step_ms"], alone["step_ms"], nbytes, "%.3f" % bound if bound else "n/a")
+    if "off" in by_wire:
+        line += "".join(" %s_speedup %.2f" % (w, by_wire["off"]["step_ms"] / r["step_ms"])
+                        for w, r in by_wire.items() if w != "off")
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump({"layout": a.layout, "backend": a.backend, "device": a.device, "bucket_mb": a.bucket_mb,
-                       "bridged": bridged, "alone": alone, "bridge_bytes": nbytes, "bytes_counted": counted,
+                       "bridged": bridged, "by_compression": by_wire, "alone": alone, "bridge_bytes": nbytes,
+                       "bytes_counted": counted,
                        "pinned_d2h_gbps": d2h, "bound_ms": bound, "result": line}, f, indent=1, sort_keys=True)
             f.write("\n")
     print(line, flush=True)
