@@ -119,14 +119,15 @@ HOT static void encodeBf16(uint16_t* dst, const float* src, size_t count) {
 /* The largest finite magnitude's bits (0: none). */
 static inline uint32_t blockMax(const void* src, size_t at, size_t n, gbDataType_t dt) {
   uint32_t m = 0;
-  if (dt == gbFloat32) {
-    const uint32_t* u = (const uint32_t*)src + at;
+  if (dt == gbFloat32) { /* magnitudes' bits fit int32: a signed max reduction, which vectorises */
+    const int32_t* u = (const int32_t*)src + at;
+    int32_t sm = 0;
     for (size_t i = 0; i < n; i++) {
-      uint32_t a = u[i] & 0x7fffffffu;
-      a = a < 0x7f800000u ? a : 0;
-      m = a > m ? a : m;
+      int32_t a = u[i] & 0x7fffffff;
+      a = a < 0x7f800000 ? a : 0;
+      sm = a > sm ? a : sm;
     }
-    return m;
+    return (uint32_t)sm;
   }
   for (size_t i = 0; i < n; i++) {
     uint32_t a = bitsOf(loadF(src, at + i, dt)) & 0x7fffffffu;
