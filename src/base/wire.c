@@ -11,8 +11,10 @@
 #define ROUND16(b) (((b) + 15) / 16 * 16)
 /* The hot loops, built for AVX2 too and chosen at load time (the build
  * targets plain x86-64; CMakeLists.txt builds this file with -O3, which
- * vectorises them). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+ * vectorises them). Not under the sanitizers: an instrumented load-time
+ * resolver runs before their run-time is up (TSan crashes there). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT

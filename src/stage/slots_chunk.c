@@ -53,17 +53,47 @@ static uint64_t sentBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
   return readers > 0 ? partBytes(sh, w) : 0;
 }
 
+/* Member k's device scratch of a slot (made at the first part that needs
+ * it; NULL with *res set when it cannot be). */
+static char* scratchAt(gbSharedSlots_t* sh, size_t slot, int member, gbResult_t* res) {
+  if (!sh->scratch) {
+    gbResult_t r = sh->ctx.dev->memAlloc((void**)&sh->scratch, gbSharedScratchBytes(sh));
+    if (r != gbSuccess) {
+      *res = gbErrorSet(r, "%s: no device memory for the shared slots' scratch (%zu MiB, made at the first chunk "
+                        "of %zu KiB or more): %s", sh->name, gbSharedScratchBytes(sh) >> 20,
+                        GB_PLAN_SIDE_STREAM_BYTES >> 10, gbErrorLast());
+      return NULL;
+    }
+    gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_DEVICE, (int64_t)gbSharedScratchBytes(sh));
+  }
+  return sh->scratch + (slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
+}
+
+/* Where a GPU encodes my compressed part of a large chunk first: my device
+ * scratch of the slot, from which one copy moves the narrowed bytes out (the
+ * copy engine; a kernel's stores to host memory cross the bus slowly) and my
+ * own fold reads it. NULL: encode straight into the slot (the host device, a
+ * small part, or uncompressed). */
+static char* encodedAt(gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s, gbResult_t* res) {
+  if (w->wire == GB_WIRE_PLAIN || sh->ctx.dev->hostMemory || !gbPlanOnSideStreams(partBytes(sh, w))) return NULL;
+  return scratchAt(sh, s->slot, sh->me, res);
+}
+
 /* My part into the slot, on the copy stream (compressed: my own block too). */
-static gbResult_t copyOut(const gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s) {
+static gbResult_t copyOut(gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s) {
   size_t bytes = gbStageWireBytes(w);
   if (!w->stageOut) return gbSuccess;
-  if (!gbSharedBlockPerMember(w->coll)) return gbStageCodecOut(&sh->ctx, w, s->buf, gbSharedDevOf(sh, s->buf), w->src, s->on);
-  for (int r = 0; r < sh->n; r++) {
+  gbResult_t res = gbSuccess;
+  char* first = encodedAt(sh, w, s, &res);
+  GB_CHECK(res);
+  int blocks = gbSharedBlockPerMember(w->coll);
+  for (int r = 0; r < (blocks ? sh->n : 1); r++) {
+    if (blocks && r == sh->me && w->wire == GB_WIRE_PLAIN) continue;
     char* to = s->buf + (size_t)r * bytes;
-    if (r != sh->me || w->wire != GB_WIRE_PLAIN)
-      GB_CHECK(gbStageCodecOut(&sh->ctx, w, to, gbSharedDevOf(sh, to), gbStageMyBlock(w, r), s->on));
+    GB_CHECK(gbStageCodecOut(&sh->ctx, w, to, first ? first + (size_t)r * bytes : gbSharedDevOf(sh, to),
+                             blocks ? gbStageMyBlock(w, r) : w->src, s->on));
   }
-  return gbSuccess;
+  return first ? sh->ctx.dev->copyAsync(s->buf, first, partBytes(sh, w), s->on) : gbSuccess;
 }
 
 /* Across hosts the others read their own copies: once I read mine, the
@@ -118,17 +148,8 @@ static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s
                          void* stream, gbResult_t* res) {
   const gbDeviceOps* dev = sh->ctx.dev;
   if (dev->hostMemory || !gbPlanOnSideStreams(bytes)) return gbSharedDeviceAt(sh, member, s->slot) + offset;
-  if (!sh->scratch) {
-    gbResult_t r = dev->memAlloc((void**)&sh->scratch, gbSharedScratchBytes(sh));
-    if (r != gbSuccess) {
-      *res = gbErrorSet(r, "%s: no device memory for the shared slots' scratch (%zu MiB, made at the first chunk "
-                        "of %zu KiB or more): %s", sh->name, gbSharedScratchBytes(sh) >> 20,
-                        GB_PLAN_SIDE_STREAM_BYTES >> 10, gbErrorLast());
-      return NULL;
-    }
-    gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_DEVICE, (int64_t)gbSharedScratchBytes(sh));
-  }
-  char* to = sh->scratch + (s->slot * (size_t)sh->n + (size_t)member) * sh->slotBytes;
+  char* to = scratchAt(sh, s->slot, member, res);
+  if (!to) return NULL;
   /* For this use's first part the fetch stream waits until every member
    * staged it and this member reduced the scratch's last use. */
   gbResult_t r = gbSuccess;
@@ -157,8 +178,10 @@ static gbResult_t reduceParts(gbStage_t* st, const gbStageWork_t* w, const gbSta
   size_t bytes = gbStageWireBytes(w);
   const void* parts[GB_REDUCE_MAX_SRCS];
   gbResult_t res = gbSuccess;
-  for (int m = 0; m < sh->n; m++)
-    parts[m] = m == sh->me && w->wire == GB_WIRE_PLAIN ? mine : fetch(sh, m, s, at, bytes, stream, &res);
+  char* encoded = encodedAt(sh, w, s, &res); /* my compressed part, where my copy out encoded it */
+  for (int m = 0; m < sh->n && res == gbSuccess; m++)
+    parts[m] = m != sh->me ? fetch(sh, m, s, at, bytes, stream, &res) : w->wire == GB_WIRE_PLAIN ? mine
+               : encoded ? (const void*)(encoded + at) : fetch(sh, m, s, at, bytes, stream, &res);
   GB_CHECK(res);
   return gbStageCodecFold(&sh->ctx, w, parts, sh->n, ring, stream);
 }

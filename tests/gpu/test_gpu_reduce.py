@@ -10,7 +10,9 @@ tests/unit/test_reduce_async.c (build/tests/unit_test_reduce_async) with counts
 Each run covers every type and op (avg too), 1 to 4 sources, with and without
 ring order, sources in device memory, in registered host memory, mixed, and in
 place. Checked: exit 0, the device line (cuda / nvidia; hip / amd-emulated),
-an "ok" line for each of the 12 types, and "5760 cases, 0 failures".
+an "ok" line for each of the 12 types, and "5760 cases, 0 failures"; and the
+compressed wire's encoders and folds (base/wire.h) against the host's, bit
+for bit: "156 cases, 0 failures".
 Skips (77) without an NVIDIA GPU or the CUDA runtime; the rig's run is listed
 as skipped (SKIP line) without NVRTC (GB_RIG_NVRTC_LIBRARY names one).
 Run as: GB_TEST_BUILD_DIR=<build> python3 tests/gpu/test_gpu_reduce.py
@@ -24,6 +26,9 @@ from gpu_harness import (BUILD, base_env, fail, find_nvrtc, gpu_count, load_firs
 
 COUNTS = ["1", "7", "1000003"]
 CASES = 12 * 5 * 4 * 2 * 4 * len(COUNTS)  # types x ops x sources x ring x memory kinds x counts
+# the compressed wire: (bf16 of f32; fp8 of f32, f16, bf16) x counts x (4 encodings into device memory, 1 into
+# mapped host memory, 1..4 parts folded by sum and avg)
+WIRE_CASES = 4 * len(COUNTS) * (4 + 1 + 8)
 TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",
          "float8e4m3", "float8e5m2")
 TIMEOUT = 280  # seconds for one run
@@ -44,7 +49,10 @@ def run(name, env, device, vendor):
     closing = "reduceAsync on %s (vendor %s): %d cases, 0 failures" % (device, vendor, CASES)
     if closing not in p.stdout.splitlines():
         fail("%s: expected %r" % (name, closing))
-    print("ok: %s (%d cases, bit for bit)" % (name, CASES), flush=True)
+    wire = "encodeAsync and wire folds on %s (vendor %s): %d cases, 0 failures" % (device, vendor, WIRE_CASES)
+    if wire not in p.stdout.splitlines():
+        fail("%s: expected %r" % (name, wire))
+    print("ok: %s (%d cases and %d of the compressed wire, bit for bit)" % (name, CASES, WIRE_CASES), flush=True)
 
 
 def main():

@@ -9,6 +9,10 @@
  * signed zeros and subnormals (sum, prod and avg see only the host's default
  * NaN, so no result depends on which of two NaNs an FPU keeps). The elements
  * around each result must stay as they were. Also: argument errors, count 0.
+ * The bridge's compressed wire too (base/wire.h): encodeAsync of every type
+ * a wire narrows, into device memory and into registered host memory,
+ * against gbWireEncode, and reduceAsync of 1 to 4 encoded parts (sum, avg)
+ * against gbWireFold, bit for bit.
  * Usage: test_reduce_async [count ...]   (default: 1 7 1003) */
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +24,7 @@
 #include "base/dtype.h"
 #include "base/fp8.h"
 #include "base/result.h"
+#include "base/wire.h"
 #include "device/device.h"
 
 #define NSRC 4 /* the most sources tested */
@@ -200,6 +205,88 @@ static void runType(gbDataType_t dt, const size_t* counts, int ncounts) {
   fflush(stdout);
 }
 
+/* ----------------------------------------------- the compressed wire */
+
+static long wireCases, wireFailures;
+
+static void wireReport(const char* what, int wire, gbDataType_t dt, size_t count, size_t at) {
+  if (wireFailures++ < SHOWN)
+    fprintf(stderr, "FAIL wire %s of %s, %zu elements: %s (first at byte %zu)\n", gbWireName(wire), gbDtypeName(dt),
+            count, what, at);
+}
+
+/* The first byte where two encodings of count elements differ (count's
+ * bytes: the padding to 16 bytes is nobody's), or SIZE_MAX. fp8: the
+ * blocks' exponents, then the codes. */
+static size_t wireDiff(const char* a, const char* b, int wire, gbDataType_t dt, size_t count) {
+  size_t blocks = (count + GB_WIRE_FP8_BLOCK - 1) / GB_WIRE_FP8_BLOCK;
+  size_t ranges[2][2] = {{0, wire == GB_WIRE_BF16 ? 2 * count : 4 * blocks}, {0, 0}};
+  if (wire == GB_WIRE_FP8) ranges[1][0] = gbWireBytes(wire, dt, count) - (count + 15) / 16 * 16, ranges[1][1] = count;
+  for (int r = 0; r < 2; r++)
+    for (size_t i = ranges[r][0]; i < ranges[r][0] + ranges[r][1]; i++)
+      if (a[i] != b[i]) return i;
+  return SIZE_MAX;
+}
+
+/* Source s of dt encoded by the device, into device memory and into mapped
+ * host memory, against the host's encoding; then folds of 1..NSRC parts. */
+static void runWire(int wire, gbDataType_t dt, size_t count) {
+  size_t es = gbDtypeSize(dt), wb = gbWireBytes(wire, dt, count);
+  char* hostWire[NSRC];
+  for (int s = 0; s < NSRC; s++) {
+    hostWire[s] = malloc(wb);
+    if (!hostWire[s]) exit(1);
+    gbWireEncode(hostWire[s], host[s], count, dt, wire);
+    /* device memory (scratch, at an offset of 16 bytes: parts lie 16 apart) */
+    gbEncodeArgs_t e = {.dst = scratch + 16, .src = devIn[s], .count = count, .dtype = dt, .wire = wire};
+    CHECK_OK(dev->encodeAsync(&e, stream));
+    CHECK_OK(dev->streamSynchronize(stream));
+    CHECK_OK(dev->memcpyToHost(got, scratch + 16, wb));
+    wireCases++;
+    size_t d = wireDiff(got, hostWire[s], wire, dt, count);
+    if (d != SIZE_MAX) wireReport("encoding into device memory differs", wire, dt, count, d);
+    /* mapped host memory: source 0's host buffer after its elements */
+    size_t at = (cap * es + 15) / 16 * 16;
+    if (s == 0 && at + wb <= cap * 8) {
+      e.dst = mapped[0] + at;
+      CHECK_OK(dev->encodeAsync(&e, stream));
+      CHECK_OK(dev->streamSynchronize(stream));
+      wireCases++;
+      d = wireDiff(host[0] + at, hostWire[0], wire, dt, count);
+      if (d != SIZE_MAX) wireReport("encoding into mapped host memory differs", wire, dt, count, d);
+    }
+  }
+  /* The parts in device memory, 16-byte aligned, wb apart (rounded). */
+  size_t stride = (wb + 15) / 16 * 16;
+  for (int s = 0; s < NSRC; s++) CHECK_OK(dev->memcpyToDevice(scratch + (size_t)s * stride, hostWire[s], wb));
+  for (int n = 1; n <= NSRC; n++)
+    for (int avg = 0; avg < 2; avg++) {
+      const void* parts[NSRC];
+      gbReduceArgs_t a = {.dst = devOut, .nsrc = n, .count = count, .dtype = dt, .op = avg ? gbAvg : gbSum,
+                          .divisor = avg ? n + 2 : 0, .wire = wire};
+      for (int s = 0; s < n; s++) parts[s] = hostWire[s], a.src[s] = scratch + (size_t)s * stride;
+      gbWireFold(want, parts, n, count, dt, wire, a.divisor);
+      CHECK_OK(dev->reduceAsync(&a, stream));
+      CHECK_OK(dev->streamSynchronize(stream));
+      CHECK_OK(dev->memcpyToHost(got, devOut, count * es));
+      wireCases++;
+      if (memcmp(got, want, count * es) != 0)
+        wireReport(avg ? "avg fold differs" : "sum fold differs", wire, dt, count, 0);
+    }
+  for (int s = 0; s < NSRC; s++) free(hostWire[s]);
+}
+
+static void runWires(const size_t* counts, int ncounts) {
+  for (int wire = GB_WIRE_PLAIN + 1; wire < GB_NUM_WIRES; wire++)
+    for (int dt = 0; dt < gbNumTypes; dt++) {
+      if (!gbWireNarrows(wire, (gbDataType_t)dt)) continue;
+      fillSources((gbDataType_t)dt, 0);
+      for (int c = 0; c < ncounts; c++) runWire(wire, (gbDataType_t)dt, counts[c]);
+    }
+  printf("encodeAsync and wire folds on %s (vendor %s): %ld cases, %ld failures\n", dev->name, dev->vendor,
+         wireCases, wireFailures);
+}
+
 static void checkErrors(void) {
   static const char zero[8];
   gbReduceArgs_t a = {.dst = devOut, .src = {devIn[0]}, .nsrc = 0, .count = 1, .dtype = gbFloat32, .op = gbSum};
@@ -246,6 +333,11 @@ int main(int argc, char** argv) {
 
   checkErrors();
   for (int dt = 0; dt < gbNumTypes; dt++) runType(dt, counts, ncounts);
+  if (dev->encodeAsync == NULL) {
+    fprintf(stderr, "FAIL: device %s has no encodeAsync\n", dev->name);
+    return 1;
+  }
+  runWires(counts, ncounts);
 
   CHECK_OK(dev->streamDestroy(stream));
   for (int s = 0; s < NSRC; s++) {
@@ -258,5 +350,5 @@ int main(int argc, char** argv) {
   free(want);
   free(got);
   printf("reduceAsync on %s (vendor %s): %ld cases, %ld failures\n", dev->name, dev->vendor, cases, failures);
-  return failures ? 1 : 0;
+  return failures || wireFailures ? 1 : 0;
 }
