@@ -588,8 +588,10 @@ static __device__ inline void encodeBf16(const gbWireKernelArgs& a) {
     dst[i] = wireToBf16(C::in(src[i]));
 }
 
+/* External linkage: nvcc names a static function's shared variable after
+ * the file's path, and the embedded PTX must not depend on it. */
 template <typename C>
-static __device__ inline void encodeFp8(const gbWireKernelArgs& a) {
+__device__ inline void encodeFp8(const gbWireKernelArgs& a) {
   __shared__ gbU32 blockMax;
   const typename C::T* src = (const typename C::T*)a.src[0];
   int* ks = (int*)a.dst;
