@@ -15,19 +15,7 @@ set -u
 export NCCL_NVLS_ENABLE=0 # never create NVLink multicast objects
 O=${OUT:-/tmp}
 exec > >(tee "$O/gpu_bridge.log") 2>&1
-date -u
-nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
-B=${BUILD:-build-gpu}
-cmake -S . -B "$B" -DGPUBRIDGE_WERROR=ON >/dev/null && cmake --build "$B" -j"$(nproc)" >/dev/null || exit 1
-P=$B/bin/gpubridge-perf
-RUN="timeout 300 $B/bin/gpubridge-run -n 2 --"
-RIG=$PWD/$B/tests/emulated_amd
-# The rig's hiprtc compiles with NVRTC: the toolkit's, or the one pip's CUDA wheels bring.
-for f in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so \
-  $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libnvrtc.so.13; do
-  [ -e "$f" ] && export GB_RIG_NVRTC_LIBRARY=$f && break
-done
-echo "rig NVRTC: ${GB_RIG_NVRTC_LIBRARY:-none found}"
+. bench/gpu_env.sh
 # One gpubridge-perf line's field for a size: out-of-place time (us) or algbw.
 field() { awk -v s="$1" -v f="$2" '$2 == s && $4 != "" {print $f; exit}'; }
 splittest() { GPUBRIDGE_SPLIT_TEST=half "$@"; }

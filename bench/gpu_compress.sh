@@ -10,17 +10,7 @@ set -u
 export NCCL_NVLS_ENABLE=0 # never create NVLink multicast objects
 O=${OUT:-/tmp}
 exec > >(tee "$O/gpu_compress.log") 2>&1
-date -u
-nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv,noheader
-B=${BUILD:-build-gpu}
-cmake -S . -B "$B" -DGPUBRIDGE_WERROR=ON >/dev/null && cmake --build "$B" -j"$(nproc)" >/dev/null || exit 1
-P=$B/bin/gpubridge-perf
-RUN="timeout 300 $B/bin/gpubridge-run -n 2 --"
-RIG=$PWD/$B/tests/emulated_amd
-for f in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so \
-  $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libnvrtc.so.13; do
-  [ -e "$f" ] && export GB_RIG_NVRTC_LIBRARY=$f && break
-done
+. bench/gpu_env.sh
 # One gpubridge-perf line's out-of-place time (us) for a size in bytes.
 usAt() { awk -v s="$1" '$2 == s && $4 != "" {print $7; exit}'; }
 for c in off bf16 fp8; do

@@ -185,6 +185,12 @@ static gbResult_t kernelsReady(void) {
   return kernels.result;
 }
 
+/* This thread on the runtime's GPU, and the kernels loaded. */
+static gbResult_t ready(const gbGpuRuntime_t* rt) {
+  GB_CHECK(gbGpuMakeCurrent(rt));
+  return kernelsReady();
+}
+
 static gbResult_t checkArgs(const gbReduceArgs_t* a) {
   if (a == NULL) return gbErrorSet(gbInvalidArgument, "stream reduction: the arguments are NULL");
   if (a->nsrc < 1 || a->nsrc > GB_REDUCE_MAX_SRCS || a->dst == NULL)
@@ -251,8 +257,7 @@ static gbResult_t launchFold(const gbGpuRuntime_t* rt, const gbReduceArgs_t* a, 
 gbResult_t gbGpuEncodeAsync(const gbEncodeArgs_t* e, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   GB_CHECK(gbDeviceEncodeCheck(e));
-  GB_CHECK(gbGpuMakeCurrent(rt));
-  GB_CHECK(kernelsReady());
+  GB_CHECK(ready(rt));
   if (e->count == 0) return gbSuccess;
   wireArgs_t w = {.dst = e->dst, .nsrc = 1, .count = e->count, .nanRule = HOST_NAN_RULE};
   w.src[0] = e->src;
@@ -264,8 +269,7 @@ gbResult_t gbGpuEncodeAsync(const gbEncodeArgs_t* e, void* stream) {
 gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   GB_CHECK(checkArgs(a));
-  GB_CHECK(gbGpuMakeCurrent(rt));
-  GB_CHECK(kernelsReady());
+  GB_CHECK(ready(rt));
   if (a->count == 0) return gbSuccess;
   if (a->wire != GB_WIRE_PLAIN) return launchFold(rt, a, stream);
   kernelArgs_t k = kernelArgs(a);
@@ -281,8 +285,7 @@ gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   GB_CHECK(gbDeviceExchangeCheck(x));
   GB_CHECK(checkArgs(&x->red));
-  GB_CHECK(gbGpuMakeCurrent(rt));
-  GB_CHECK(kernelsReady());
+  GB_CHECK(ready(rt));
   kernelArgs_t k = kernelArgs(&x->red);
   k.me = x->me;
   k.maxBlocks = x->maxBlocks;
