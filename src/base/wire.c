@@ -194,11 +194,10 @@ HOT static void foldPart(float* acc, const void* part, size_t count, size_t at, 
 
 _Static_assert(TILE % GB_WIRE_FP8_BLOCK == 0, "a fold's tile holds whole fp8 blocks");
 
-HOT void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor) {
-  if (!gbWireNarrows(wire, dt)) {
-    gbReduceOrdered(dst, src, n, count, dt, gbSum, divisor, 0);
-    return;
-  }
+/* Dispatched by the clones, so static: a clone set of an external function
+ * would be exported whatever the build's visibility. */
+HOT static void foldTiles(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire,
+                          int divisor) {
   float acc[TILE];
   float d = (float)divisor;
   for (size_t at = 0; at < count; at += TILE) {
@@ -208,4 +207,12 @@ HOT void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDa
       for (size_t i = 0; i < m; i++) acc[i] = acc[i] / d;
     storeTile(dst, at, acc, m, dt);
   }
+}
+
+void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor) {
+  if (!gbWireNarrows(wire, dt)) {
+    gbReduceOrdered(dst, src, n, count, dt, gbSum, divisor, 0);
+    return;
+  }
+  foldTiles(dst, src, n, count, dt, wire, divisor);
 }
