@@ -32,6 +32,8 @@ CASES = [
     ("ring threshold differs on rank 3", [(3, "GPUBRIDGE_RING_MIN_BYTES=8K")], {}, 3,
      ["GPUBRIDGE_RING_MIN_BYTES"]),
     ("timeout differs on rank 2", [(2, "GPUBRIDGE_TIMEOUT=%d" % (TIMEOUT + 1))], {}, 2, ["GPUBRIDGE_TIMEOUT"]),
+    ("bridge compression differs on rank 1", [(1, "GPUBRIDGE_BRIDGE_COMPRESSION=fp8")], {}, 1,
+     ["GPUBRIDGE_BRIDGE_COMPRESSION"]),
     ("duplicate rank: rank 3 claims 2", [(3, "RANK=2")], {}, 2, ["RANK"]),
     ("invalid GPUBRIDGE_POLICY on rank 2", [(2, "GPUBRIDGE_POLICY=bogus")], {}, 2, ["GPUBRIDGE_POLICY", "bogus"]),
     ("invalid GPUBRIDGE_TIMEOUT on rank 1", [(1, "GPUBRIDGE_TIMEOUT=abc")], {}, 1, ["GPUBRIDGE_TIMEOUT", "abc"]),

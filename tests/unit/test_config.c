@@ -87,6 +87,7 @@ int main(void) {
       {"config.transport", &c.transport, {-1, gbNumTransports}, gbTransportTcp},
       {"config.timeoutSeconds", &c.timeoutSeconds, {0, -5}, 30},
       {"config.chunkBytes", &c.chunkBytes, {4095, -1}, 4096},
+      {"config.bridgeCompression", &c.bridgeCompression, {-1, gbNumCompressions}, gbCompressionFp8},
   };
   for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
     for (int k = 0; k < 2; k++) {
