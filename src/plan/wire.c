@@ -20,14 +20,25 @@ static size_t hostMembers(const gbPlanInput_t* in, const gbPlan_t* p) {
   return p->policy == gbPolicyFlat ? (size_t)in->topo->nranks : (size_t)in->topo->nislands;
 }
 
-/* What a private slot must hold for a chunk of `count` elements (each rank's
- * block for reduce-scatter) in wire w: every member's part (all-reduce: the
- * all-gather of the parts), or my blocks out and the members' blocks in
- * (reduce-scatter: an all-to-all of the blocks). Shared and remote slots
- * need less (my part, or my block for each member). */
+/* Whether every rank of the call knows that its host step takes shared or
+ * remote slots: under flat every rank is a member of the world's host group,
+ * whose slots its members set up together. Elsewhere an island member has no
+ * host step and must size the chunk as the private stage needs. */
+static int slotsForAll(const gbPlanInput_t* in, const gbPlan_t* p) {
+  return p->policy == gbPolicyFlat &&
+         (in->slots[GB_HOST_WORLD] == GB_STAGE_SHARED || in->slots[GB_HOST_WORLD] == GB_STAGE_REMOTE);
+}
+
+/* What a slot must hold for a chunk of `count` elements (each rank's block
+ * for reduce-scatter) in wire w. Shared or remote: my part, or my block for
+ * each member. Private: every member's part (all-reduce: the all-gather of
+ * the parts), or my blocks out and the members' blocks in (reduce-scatter:
+ * an all-to-all of the blocks). */
 static size_t slotNeeds(const gbPlanInput_t* in, const gbPlan_t* p, int w, size_t count) {
   size_t n = hostMembers(in, p), part = gbWireBytes(w, in->dtype, count);
-  return in->coll == GB_COLL_REDUCESCATTER ? 2 * n * part : n * part;
+  int rs = in->coll == GB_COLL_REDUCESCATTER;
+  if (slotsForAll(in, p)) return rs ? n * part : part;
+  return rs ? 2 * n * part : n * part;
 }
 
 /* Whether the call's host steps cross compressed, from facts every rank of
@@ -43,16 +54,24 @@ static int compressible(const gbPlanInput_t* in, const gbPlan_t* p) {
 void gbPlanWire(const gbPlanInput_t* in, gbPlan_t* p) {
   p->wire = GB_WIRE_PLAIN;
   if (!compressible(in, p) || p->chunkCount == 0) return;
-  /* Every rank shrinks the chunk alike (each step by the overshoot's share),
-   * until the wire fits a private slot, whichever stage its host step takes. */
+  /* An all-reduce's chunk grows by the wire's ratio: as many bytes cross per
+   * chunk as uncompressed, in fewer chunks (fewer hand-overs and kernels).
+   * Then every rank shrinks it alike (each step by the overshoot's share)
+   * until the wire fits a slot of the stage every rank knows it takes (the
+   * private stage's needs where island members cannot know). */
   size_t count = p->chunkCount;
+  if (in->coll == GB_COLL_ALLREDUCE) {
+    double ratio = (double)(count * gbDtypeSize(in->dtype)) / (double)gbWireBytes(in->compression, in->dtype, count);
+    size_t grown = (size_t)((double)count * ratio);
+    count = grown > p->count ? p->count : grown > count ? grown : count;
+  }
   while (count > 0 && slotNeeds(in, p, in->compression, count) > in->slotBytes) {
     size_t need = slotNeeds(in, p, in->compression, count);
     size_t next = (size_t)((double)count * (double)in->slotBytes / (double)need);
     count = next < count ? next : count - 1;
   }
   if (count == 0) return;
-  if (count < p->chunkCount) {
+  if (count != p->chunkCount) {
     p->chunkCount = count;
     p->nchunks = (p->count + count - 1) / count;
   }
