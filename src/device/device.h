@@ -59,8 +59,8 @@ typedef struct {
 
 /* One encoding a stream runs (encodeAsync): dst = count elements of dtype
  * at src in a wire format (base/wire.h, gbWireEncode's bits). Addresses are
- * the device's; dst is usually mapped host memory (a staging slot), so the
- * narrowing is the copy out: the bytes cross the bus once, narrowed. */
+ * the device's: device memory (a copy then moves the narrowed bytes out) or
+ * mapped host memory (a staging slot, for a small part). */
 typedef struct {
   void* dst;
   const void* src;
