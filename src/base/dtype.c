@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "base/bf16.h"
 #include "base/fp8.h"
 
 size_t gbDtypeSize(gbDataType_t dt) {
@@ -76,23 +77,11 @@ static inline uint16_t floatToHalf(float f) {
   return (uint16_t)(sign | h);
 }
 
-static inline float bf16ToFloat(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  if ((x & 0x7fffffffu) > 0x7f800000u) x |= 0x00400000u;
-  return bitsFloat(x);
-}
-
-static inline uint16_t floatToBf16(float f) {
-  uint32_t x = floatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040);
-  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even; overflow carries into inf */
-  return (uint16_t)(x >> 16);
-}
 
 float gbHalfToFloat(uint16_t h) { return halfToFloat(h); }
 uint16_t gbFloatToHalf(float f) { return floatToHalf(f); }
-float gbBf16ToFloat(uint16_t b) { return bf16ToFloat(b); }
-uint16_t gbFloatToBf16(float f) { return floatToBf16(f); }
+float gbBf16ToFloat(uint16_t b) { return gbBf16Widen(b); }
+uint16_t gbFloatToBf16(float f) { return gbBf16Round(f); }
 
 /* ---------------------------------------------------------------- kernels */
 
@@ -164,10 +153,10 @@ HALF_KERNEL(f16Sum, halfToFloat, floatToHalf, x + y)
 HALF_KERNEL(f16Prod, halfToFloat, floatToHalf, x * y)
 HALF_KERNEL(f16Max, halfToFloat, floatToHalf, FMAX(x, y))
 HALF_KERNEL(f16Min, halfToFloat, floatToHalf, FMIN(x, y))
-HALF_KERNEL(bf16Sum, bf16ToFloat, floatToBf16, x + y)
-HALF_KERNEL(bf16Prod, bf16ToFloat, floatToBf16, x * y)
-HALF_KERNEL(bf16Max, bf16ToFloat, floatToBf16, FMAX(x, y))
-HALF_KERNEL(bf16Min, bf16ToFloat, floatToBf16, FMIN(x, y))
+HALF_KERNEL(bf16Sum, gbBf16Widen, gbBf16Round, x + y)
+HALF_KERNEL(bf16Prod, gbBf16Widen, gbBf16Round, x * y)
+HALF_KERNEL(bf16Max, gbBf16Widen, gbBf16Round, FMAX(x, y))
+HALF_KERNEL(bf16Min, gbBf16Widen, gbBf16Round, FMIN(x, y))
 FP8_KERNEL(e4m3Sum, gbE4m3ToFloat, gbFloatToE4m3, x + y)
 FP8_KERNEL(e4m3Prod, gbE4m3ToFloat, gbFloatToE4m3, x * y)
 FP8_KERNEL(e4m3Max, gbE4m3ToFloat, gbFloatToE4m3, FMAX(x, y))
@@ -273,7 +262,7 @@ void gbDivideBy(void* buf, size_t count, gbDataType_t dt, int divisor) {
     case gbBfloat16: {
       uint16_t* p = buf;
       float d = (float)divisor;
-      for (i = 0; i < count; i++) p[i] = floatToBf16(bf16ToFloat(p[i]) / d);
+      for (i = 0; i < count; i++) p[i] = gbBf16Round(gbBf16Widen(p[i]) / d);
       break;
     }
     case gbFloat8e4m3: case gbFloat8e5m2: {
@@ -319,7 +308,7 @@ void gbScaleBy(void* buf, size_t count, gbDataType_t dt, const void* scalar) {
     case gbFloat32: SCALE_LOOP(float, s); break;
     case gbFloat64: SCALE_LOOP(double, s); break;
     case gbFloat16: SCALE_NARROW(uint16_t, halfToFloat, floatToHalf); break;
-    case gbBfloat16: SCALE_NARROW(uint16_t, bf16ToFloat, floatToBf16); break;
+    case gbBfloat16: SCALE_NARROW(uint16_t, gbBf16Widen, gbBf16Round); break;
     case gbFloat8e4m3: SCALE_NARROW(uint8_t, gbE4m3ToFloat, gbFloatToE4m3); break;
     case gbFloat8e5m2: SCALE_NARROW(uint8_t, gbE5m2ToFloat, gbFloatToE5m2); break;
     default: break;

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "base/bf16.h"
 #include "base/dtype.h"
 #include "base/fp8.h"
 
@@ -42,17 +43,6 @@ size_t gbWireBytes(int wire, gbDataType_t dt, size_t count) {
 static inline uint32_t bitsOf(float f) { return gbFp8FloatBits(f); }
 static inline float floatOf(uint32_t u) { return gbFp8BitsFloat(u); }
 
-static inline uint16_t toBf16(uint32_t x) {
-  uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u;
-  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1)) >> 16;
-  return (uint16_t)(nan ? (x >> 16) | 0x0040 : rounded);
-}
-
-static inline float fromBf16(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  return floatOf((x & 0x7fffffffu) > 0x7f800000u ? x | 0x00400000u : x);
-}
-
 int gbWireFp8Exponent(float m) {
   uint32_t e = (bitsOf(m) & 0x7fffffffu) >> 23;
   int k = (int)e - 134; /* m in [2^(e-127), 2^(e-126)): m / 2^k in [2^7, 2^8) */
@@ -89,7 +79,7 @@ static inline float fromFp8(uint8_t c, float scale) {
   return floatOf(sign | v);
 }
 
-float gbWireBf16(float x) { return fromBf16(toBf16(bitsOf(x))); }
+float gbWireBf16(float x) { return gbBf16Widen(gbBf16Round(x)); }
 
 float gbWireFp8(float x, int k) {
   float scale = floatOf((uint32_t)(k + 127) << 23), inv = floatOf((uint32_t)(127 - k) << 23);
@@ -100,7 +90,7 @@ float gbWireFp8(float x, int k) {
 static inline float loadF(const void* src, size_t i, gbDataType_t dt) {
   if (dt == gbFloat32) return ((const float*)src)[i];
   uint16_t h = ((const uint16_t*)src)[i];
-  return dt == gbFloat16 ? gbHalfToFloat(h) : gbBf16ToFloat(h);
+  return dt == gbFloat16 ? gbHalfToFloat(h) : gbBf16Widen(h);
 }
 
 HOT static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDataType_t dt) {
@@ -109,13 +99,13 @@ HOT static void storeTile(void* dst, size_t at, const float* acc, size_t n, gbDa
     return;
   }
   uint16_t* d = (uint16_t*)dst + at;
-  for (size_t i = 0; i < n; i++) d[i] = dt == gbFloat16 ? gbFloatToHalf(acc[i]) : gbFloatToBf16(acc[i]);
+  for (size_t i = 0; i < n; i++) d[i] = dt == gbFloat16 ? gbFloatToHalf(acc[i]) : gbBf16Round(acc[i]);
 }
 
 /* ---------------------------------------------------------------- encode */
 
 HOT static void encodeBf16(uint16_t* dst, const float* src, size_t count) {
-  for (size_t i = 0; i < count; i++) dst[i] = toBf16(bitsOf(src[i]));
+  for (size_t i = 0; i < count; i++) dst[i] = gbBf16Round(src[i]);
 }
 
 /* The largest finite magnitude's bits (0: none). */
@@ -173,9 +163,9 @@ HOT static void foldPart(float* acc, const void* part, size_t count, size_t at, 
   if (wire == GB_WIRE_BF16) {
     const uint16_t* p = (const uint16_t*)part + at;
     if (first)
-      for (size_t i = 0; i < n; i++) acc[i] = fromBf16(p[i]);
+      for (size_t i = 0; i < n; i++) acc[i] = gbBf16Widen(p[i]);
     else
-      for (size_t i = 0; i < n; i++) acc[i] = acc[i] + fromBf16(p[i]);
+      for (size_t i = 0; i < n; i++) acc[i] = acc[i] + gbBf16Widen(p[i]);
     return;
   }
   const int32_t* ks = part;

@@ -148,20 +148,15 @@ static char* workBuf(const gbStageWork_t* w, const gbStageSlot_t* s) { return w-
  * it first (never in the caller's send buffer): *input says so. */
 static gbResult_t copyOut(const gbStageCtx_t* ctx, const gbStageWork_t* w, char* buf, int me, int n, void* stream,
                           const void** input) {
-  size_t bytes = w->len * w->esize;
+  size_t bytes = gbStageWireBytes(w); /* a part or block in the slot (compressed: narrowed) */
   *input = NULL;
   if (!w->stageOut) return gbSuccess;
-  if (w->wire != GB_WIRE_PLAIN) { /* the pool's memory is mapped at the same address (hostAlloc) */
-    size_t b = gbStageWireBytes(w);
-    if (w->coll == GB_COLL_ALLREDUCE) return gbStageCodecOut(ctx, w, buf + (size_t)me * b, buf + (size_t)me * b, w->src, stream);
-    for (int r = 0; r < n; r++)
-      GB_CHECK(gbStageCodecOut(ctx, w, buf + (size_t)r * b, buf + (size_t)r * b, gbStageMyBlock(w, r), stream));
-    return gbSuccess;
-  }
-  if (w->coll == GB_COLL_ALLGATHER) return ctx->dev->copyAsync(buf + (size_t)me * bytes, w->src, bytes, stream);
+  /* The pool's memory is mapped at the same address (hostAlloc), where an encoder writes. */
+  if (w->coll == GB_COLL_ALLGATHER || (w->coll == GB_COLL_ALLREDUCE && w->wire != GB_WIRE_PLAIN))
+    return gbStageCodecOut(ctx, w, buf + (size_t)me * bytes, buf + (size_t)me * bytes, w->src, stream);
   if (isBlocks(w->coll)) {
     for (int r = 0; r < n; r++)
-      GB_CHECK(ctx->dev->copyAsync(buf + (size_t)r * bytes, gbStageMyBlock(w, r), bytes, stream));
+      GB_CHECK(gbStageCodecOut(ctx, w, buf + (size_t)r * bytes, buf + (size_t)r * bytes, gbStageMyBlock(w, r), stream));
     return gbSuccess;
   }
   if (w->src == buf) return gbSuccess;

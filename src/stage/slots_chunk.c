@@ -158,9 +158,6 @@ static const void* fetch(gbSharedSlots_t* sh, int member, const gbStageSlot_t* s
     r = awaitFull(sh, s, sh->fetchStream);
     if (r == gbSuccess) r = dev->flagWait(gbSharedFlag(sh, FLAG_CONSUMED, s->slot), s->use - 1, sh->fetchStream);
   }
-  /* My own part (compressed folds read it too) is staged on the copy stream. */
-  if (r == gbSuccess && member == sh->me && s->on != sh->fetchStream)
-    r = dev->flagWait(gbSharedFlag(sh, FLAG_STAGED, s->slot), s->use, sh->fetchStream);
   uint64_t fetched = ++sh->fetches[s->slot];
   gbFlag_t* flag = gbSharedFlag(sh, FLAG_FETCHED, s->slot);
   if (r == gbSuccess) r = dev->copyAsync(to, gbSharedAt(sh, member, s->slot) + offset, bytes, sh->fetchStream);

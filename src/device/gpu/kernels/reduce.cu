@@ -555,12 +555,6 @@ struct F32 {
   static __device__ inline float out(float f) { return f; }
 };
 
-static __device__ inline gbU16 wireToBf16(float f) {
-  gbU32 x = fbits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (gbU16)((x >> 16) | 0x0040);
-  return (gbU16)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
-}
-
 static __device__ inline int wireFp8Exponent(gbU32 maxBits) {
   int k = (int)(maxBits >> 23) - 134;
   return k < -126 ? -126 : k;
@@ -585,7 +579,7 @@ static __device__ inline void encodeBf16(const gbWireKernelArgs& a) {
   const typename C::T* src = (const typename C::T*)a.src[0];
   gbU16* dst = (gbU16*)a.dst;
   for (gbU64 i = (gbU64)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += (gbU64)gridDim.x * blockDim.x)
-    dst[i] = wireToBf16(C::in(src[i]));
+    dst[i] = floatToBf16(C::in(src[i]));
 }
 
 /* External linkage: nvcc names a static function's shared variable after
@@ -617,10 +611,7 @@ __device__ inline void encodeFp8(const gbWireKernelArgs& a) {
 /* Part s's element i, decoded. */
 template <int W>
 static __device__ inline float wirePart(const gbWireKernelArgs& a, int s, gbU64 i) {
-  if (W == 1) {
-    gbU32 x = (gbU32)((const gbU16*)a.src[s])[i] << 16;
-    return bitsf((x & 0x7fffffffu) > 0x7f800000u ? x | 0x00400000u : x);
-  }
+  if (W == 1) return bf16ToFloat(((const gbU16*)a.src[s])[i]);
   const int k = ((const int*)a.src[s])[i / GB_WIRE_FP8_BLOCK];
   return wireFromFp8(((const gbU8*)a.src[s] + fp8CodesAt(a.count))[i], bitsf((gbU32)(k + 127) << 23));
 }
