@@ -94,6 +94,12 @@ class Stranger(threading.Thread):
             s.close()
 
 
+def listener_pattern(port):
+    """Matches a refusal on this listening port ('... on 127.0.0.1:PORT: ...'),
+    not a log prefix whose process id happens to equal the port."""
+    return re.compile(r" on [^ ]+:%d\b" % port)
+
+
 def strangers_to(port, tag, deadline_s):
     ts = [Stranger(port, garbage(), deadline_s), Stranger(port, wrong_secret_hello(tag), deadline_s)]
     for t in ts:
@@ -179,7 +185,7 @@ def run_test(suite, tmp):
 
     logs = read_logs(tmp)
     refusals = {name: [l for l in text.splitlines() if "refused a connection" in l] for name, text in logs.items()}
-    on_root = re.compile(r":%d\b" % port)
+    on_root = listener_pattern(port)
     root_refusals = [l for ls in refusals.values() for l in ls if on_root.search(l)]
     suite.check(len(root_refusals) >= 2, "the root logs 'refused a connection' for each of its 2 strangers",
                 "%d such lines:\n%s" % (len(root_refusals), "\n".join(l for ls in refusals.values() for l in ls)))
@@ -192,7 +198,7 @@ def run_test(suite, tmp):
             suite.check(joined3 and max(refused) < joined3[0],
                         "the root refused its strangers before rank 3 joined", "\n".join(ls[-30:]))
     for (name, p), ts in sorted(peer_strangers.items()):
-        on_port = re.compile(r":%d\b" % p)
+        on_port = listener_pattern(p)
         mine = [l for l in refusals.get(name, []) if on_port.search(l)]
         suite.check(len(mine) >= len(ts), "%s logs 'refused a connection' for each stranger on port %d" % (name, p),
                     "%d such lines in %s:\n%s" % (len(mine), name, "\n".join(refusals.get(name, []))))
