@@ -76,6 +76,7 @@ struct gbComm {
   const gbDeviceOps* dev;
   const gbNetOps_t* net;
   gbNetListener_t* listener;
+  gbSockAddr_t* peerAddrs;  /* [nranks] every rank's listener, from the rendezvous (NULL before it) */
   gbCommGroup_t world, island, bridge;
   gbCommGroup_t* rails;     /* [nrails] split-rail links over the world's connections */
   int nrails;
@@ -122,6 +123,15 @@ void gbCommFail(gbComm_t comm, gbResult_t res);
 /* As gbCommFail; the first failure also writes the flight recorder's dump
  * (GPUBRIDGE_TRACE_DIR) with reason why (NULL: from res and the cause). */
 void gbCommFailFor(gbComm_t comm, gbResult_t res, const char* why);
+/* A failed start-up, on its thread, once recorded: shuts the connections made
+ * so far down with the cause and fails the listener, as gbCommFail does once
+ * start-up ended (lifecycle.c). */
+void gbCommInitFailTell(gbComm_t comm);
+/* After gbCommInitFailTell: tells the ranks that wait for this rank's
+ * connection; then, when the failure names a peer, for a short grace asks
+ * the peer it blames for a stall for its own verdict (and reports the rank
+ * that names) and stays, so that peers can ask this rank (blame.c). */
+void gbCommInitFailAsk(gbComm_t comm);
 
 /* The registry of live communicators (core/registry.c). A handle is valid
  * from gbCommRegister (gbCommAlloc) to gbCommUnregister (the start of
@@ -140,10 +150,12 @@ int gbCommInitState(gbComm_t comm);
 /* The end of start-up with res: a failure becomes the first failure (unless
  * an abort's came first), then the state turns done or failed (release). */
 void gbCommInitEnd(gbComm_t comm, gbResult_t res);
-/* The first failure's text ("" before one); written once, so it stays while
+/* The first failure's text ("" before one); written once (a failed start-up
+ * may still rewrite it before its state says so, blame.c), so it stays while
  * comm lives. */
 const char* gbCommErrorText(gbComm_t comm);
-/* The same text, read under errorLock: NULL unless comm failed with one. */
+/* The same text, read under errorLock: NULL unless comm failed with one and
+ * is not starting up. */
 const char* gbCommFailureText(gbComm_t comm);
 /* Waits, within the comm's timeout, until every host step posted to its
  * proxy ran; counted in callsInFlight, so an abort waits for it to leave.

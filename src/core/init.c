@@ -123,12 +123,14 @@ static gbResult_t groupSetup(gbComm_t c, gbCommGroup_t* g, int tag, const char* 
   for (int k = 0; k < n; k++)
     if (ranks[k] == c->rank) me = k;
   g->active = 1;
+  gbAlgoGroup_t* a = &g->algo;
+  /* Set before the mesh: when it fails, the connections it made are shut
+   * down with the cause (so those peers hear who failed) and closed. */
+  a->n = n;
+  a->me = me;
   gbMeshGroup_t mg = {tag, g->name, n, g->ranks, me};
   GB_CHECK(gbBootMeshConnect(c->net, c->listener, probes, &c->id, c->settings.nsocks, &mg, c->settings.timeoutSec,
                              &c->abortFlag, g->conns));
-  gbAlgoGroup_t* a = &g->algo;
-  a->n = n;
-  a->me = me;
   a->conns = g->conns;
   a->ranks = g->ranks;
   a->name = g->name;
@@ -278,6 +280,11 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   GB_CHECK(exchanged);
   gbResult_t res = gbTopoBuild(probes, nranks, rank, &c->topo);
   if (res != gbSuccess) goto done;
+  if ((c->peerAddrs = malloc(sizeof(gbSockAddr_t) * (size_t)nranks)) == NULL) {
+    res = gbErrorSet(gbSystemError, "out of memory for the listener addresses of %d ranks", nranks);
+    goto done;
+  }
+  for (int r = 0; r < nranks; r++) c->peerAddrs[r] = probes[r].listenAddr;
   c->policy = gbPlanResolvePolicy(c->settings.policy, &c->topo);
   warnUnchecked(c, probes);
   warnUnknownVendors(c);

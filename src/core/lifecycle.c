@@ -36,6 +36,23 @@ static void settleCause(gbComm_t c, gbResult_t res) {
   c->cause = k;
 }
 
+/* Under errorLock, with the cause settled. */
+static void tellPeers(gbComm_t c) {
+  shutdownGroup(c, &c->island);
+  shutdownGroup(c, &c->bridge);
+  shutdownGroup(c, &c->world);
+  /* Peers whose connections this rank filed but never took (or that
+   * connect before teardown) hear the cause in the answer, not a close. */
+  if (c->listener) c->net->listenerFail(c->listener, &c->cause);
+  gbCommStagesFail(c);
+}
+
+void gbCommInitFailTell(gbComm_t c) {
+  pthread_mutex_lock(&c->errorLock);
+  tellPeers(c);
+  pthread_mutex_unlock(&c->errorLock);
+}
+
 void gbCommFail(gbComm_t c, gbResult_t res) { gbCommFailFor(c, res, NULL); }
 
 void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
@@ -54,15 +71,7 @@ void gbCommFailFor(gbComm_t c, gbResult_t res, const char* why) {
   /* Once start-up ended (done, or failed: its groups stay as they are
    * until teardown) the peers hear who failed; a start-up still running
    * tells them when it ends (gbCommInitEnd). */
-  if (atomic_load_explicit(&c->initState, memory_order_acquire) != GB_INIT_RUNNING) {
-    shutdownGroup(c, &c->island);
-    shutdownGroup(c, &c->bridge);
-    shutdownGroup(c, &c->world);
-    /* Peers whose connections this rank filed but never took (or that
-     * connect before teardown) hear the cause in the answer, not a close. */
-    if (c->listener) c->net->listenerFail(c->listener, &c->cause);
-    gbCommStagesFail(c);
-  }
+  if (atomic_load_explicit(&c->initState, memory_order_acquire) != GB_INIT_RUNNING) tellPeers(c);
   pthread_mutex_unlock(&c->errorLock);
   /* The connections are shut, so peers hear at once; then this rank's dump.
    * On the proxy this runs before the failed step releases its stream. */
@@ -130,6 +139,7 @@ void gbCommFree(gbComm_t c) {
   freeGroup(c, &c->bridge);
   freeGroup(c, &c->world);
   if (c->listener) c->net->listenerClose(c->listener);
+  free(c->peerAddrs);
   if (c->dev) {
     if (c->streamDone) c->dev->hostFree(c->streamDone);
     if (c->scratchDev) c->dev->memFree(c->scratchDev);

@@ -8,17 +8,23 @@
 int gbCommInitState(gbComm_t c) { return atomic_load_explicit(&c->initState, memory_order_acquire); }
 
 void gbCommInitEnd(gbComm_t c, gbResult_t res) {
-  /* A failed start-up is a failure like any (an abort's error, if it came
-   * first, stays): on this thread, which saw it, so the cause a peer relayed
-   * or the peer that closed is known. It is recorded before the state says
-   * "failed", so that a thread polling gbCommGetAsyncError never sees a
-   * failed start-up with no error (success). */
-  if (res != gbSuccess) gbCommFail(c, res);
+  if (res != gbSuccess) {
+    /* A failed start-up is a failure like any (an abort's error, if it came
+     * first, stays): on this thread, which saw it, so the cause a peer
+     * relayed or the peer that closed is known. It is recorded before the
+     * state says "failed", so that a thread polling gbCommGetAsyncError never
+     * sees a failed start-up with no error (success). */
+    gbCommFail(c, res);
+    /* Start-up no longer runs on this thread, so the connections made so far
+     * are shut down with the cause at once: a neighbour waiting on this rank
+     * names the rank that failed first instead of this one. */
+    gbCommInitFailTell(c);
+    /* A stall may be a neighbour's: its verdict, told just now, is the better one (blame.c). */
+    gbCommInitFailAsk(c);
+  }
   /* Release: a thread that sees "done" also sees everything init built. */
   atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
-  /* Start-up no longer runs, so now the connections made so far are shut
-   * down with the cause: a neighbour waiting on this rank names the rank
-   * that failed first instead of this one. */
+  /* Also tells what connects from now on (an abort during start-up). */
   if (res != gbSuccess) gbCommFail(c, res);
 }
 
@@ -26,7 +32,8 @@ const char* gbCommErrorText(gbComm_t c) { return c->errorText; }
 
 const char* gbCommFailureText(gbComm_t c) {
   pthread_mutex_lock(&c->errorLock);
-  int failed = gbCommAsyncError(c) != gbSuccess && c->errorText[0] != '\0';
+  /* While start-up runs its text may still change (blame.c). */
+  int failed = gbCommAsyncError(c) != gbSuccess && c->errorText[0] != '\0' && gbCommInitState(c) != GB_INIT_RUNNING;
   pthread_mutex_unlock(&c->errorLock);
   return failed ? c->errorText : NULL;
 }

@@ -74,14 +74,37 @@ void gbNetCauseText(char* out, size_t len, const char* group, int peerRank, cons
              group, k->faultRank, k->seenBy, k->text, peerRank, what);
 }
 
+/* "and 2 more pending, from ranks 3,5; ": every other peer still owing
+ * something, so a message that names the first also names the rest. */
+static void morePending(gbNetReq_t** pend, int left, int first, char* out, size_t len) {
+  out[0] = '\0';
+  if (left < 2) return;
+  int ranks[8], n = 0, cut = 0;
+  for (int i = 1; i < left; i++) {
+    gbNetLabel_t l;
+    int isSend;
+    size_t bytes;
+    opsOf(pend[i])->reqInfo(pend[i], &l, &isSend, &bytes);
+    int seen = l.peerRank == first;
+    for (int j = 0; j < n && !seen; j++) seen = ranks[j] == l.peerRank;
+    if (seen) continue;
+    if (n == 8) cut = 1;
+    else ranks[n++] = l.peerRank;
+  }
+  size_t at = (size_t)snprintf(out, len, "and %d more pending", left - 1);
+  for (int j = 0; j < n && at < len; j++)
+    at += (size_t)snprintf(out + at, len - at, "%s%d", j == 0 ? (n == 1 ? ", from rank " : ", from ranks ") : ",", ranks[j]);
+  if (at < len) snprintf(out + at, len - at, "%s; ", cut ? ",..." : "");
+}
+
 static gbResult_t stuck(gbNetReq_t** pend, int left, int64_t start, const atomic_int* abortFlag) {
   gbNetLabel_t label;
   int isSend;
   size_t bytes;
-  char more[48] = "";
+  char more[128];
   opsOf(pend[0])->reqInfo(pend[0], &label, &isSend, &bytes);
   const char* group = label.group ? label.group : "net";
-  if (left > 1) snprintf(more, sizeof(more), "and %d more pending; ", left - 1);
+  morePending(pend, left, label.peerRank, more, sizeof(more));
   if (aborted(abortFlag))
     return gbErrorSet(gbRemoteError, "%s: aborted while %s %zu bytes %s rank %d", group,
                       isSend ? "sending" : "receiving", bytes, isSend ? "to" : "from", label.peerRank);

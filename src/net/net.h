@@ -30,6 +30,11 @@ typedef struct {
   int32_t nsocks;
 } gbNetHello_t;
 #define GB_NET_HELLO_MAGIC 0x67627269646765ull /* "gbridge" */
+/* Tags the transport keeps (groups use small ones), which no accept takes:
+ * a question to a failed rank's listener (ask), and a failed rank's notice
+ * to a rank that waits for its connection (tell). */
+#define GB_NET_TAG_ASK 0x7a000001
+#define GB_NET_TAG_TELL 0x7a000002
 
 typedef struct gbNetListener gbNetListener_t;
 typedef struct gbNetConn gbNetConn_t;
@@ -71,7 +76,7 @@ typedef struct gbNetOps {
    * strangers (logged), files good sockets by (srcRank, tag). */
   gbResult_t (*listenerServe)(gbNetListener_t* l);
   /* Waits (serving the listener) until the connection from srcRank for tag
-   * is complete. */
+   * is complete; fails at once when srcRank told it failed (tell). */
   gbResult_t (*accept)(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t label,
                        gbDeadline_t deadline, const atomic_int* abortFlag, gbNetConn_t** out);
   /* This rank failed (cause: who failed first): a connection filed and not
@@ -94,6 +99,21 @@ typedef struct gbNetOps {
    * only over shared memory (tcp/conn.c says why); a peer over sockets hears
    * the end without a cause. */
   void (*shutdown)(gbNetConn_t* c, const gbNetCause_t* cause);
+  /* Whether the peer has shut the connection down telling a cause (tcp: over
+   * shared memory only); fills *out, sanitized. Reads only; safe after this
+   * side's own shutdown. */
+  int (*told)(gbNetConn_t* c, gbNetCause_t* out);
+  /* Asks the rank listening at addr why it failed: one connection with hello
+   * (whose tag no accept takes), which that rank's listener answers with its
+   * cause once it failed (listenerFail). Returns 1 with *out (sanitized) when
+   * it answered so before the deadline; 0 when it is gone, answered otherwise
+   * or stayed silent. Quiet: records and logs no error. */
+  int (*ask)(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_t deadline, gbNetCause_t* out);
+  /* This rank failed before it connected to the rank listening at addr: one
+   * connection carrying hello (tag GB_NET_TAG_TELL) and the cause, so that
+   * rank's accept of this rank fails at once with it instead of waiting out
+   * its deadline. Best effort and quiet. */
+  void (*tell)(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbNetCause_t* cause, gbDeadline_t deadline);
   void (*close)(gbNetConn_t* c);
 
   /* For gbNetWaitAll. pollFds appends the sockets req's connection waits on

@@ -111,10 +111,7 @@ static int retryable(int e) {
          e == ECONNRESET || e == ECONNABORTED || e == EAGAIN || e == EINTR;
 }
 
-/* One attempt: 0 with *fdOut set, else the errno of the failure (the socket
- * is closed). A pending connect is awaited until the deadline or abort. */
-static int connectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag,
-                       int* fdOut) {
+int gbSockConnectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag, int* fdOut) {
   int fd = openSocket(addr->sa.ss_family, &deadline, abortFlag);
   if (fd < 0) return errno;
   setNoDelay(fd);
@@ -152,7 +149,7 @@ gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline, const 
   for (;;) {
     if (aborted(abortFlag))
       return gbErrorSet(gbRemoteError, "aborted while connecting to %s", gbSockAddrString(addr, as, sizeof(as)));
-    lastErr = connectOnce(addr, deadline, abortFlag, fdOut);
+    lastErr = gbSockConnectOnce(addr, deadline, abortFlag, fdOut);
     if (lastErr == 0) return gbSuccess;
     if (!retryable(lastErr))
       return gbErrorSet(gbSystemError, "cannot connect to %s: %s", gbSockAddrString(addr, as, sizeof(as)),

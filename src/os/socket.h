@@ -42,6 +42,10 @@ gbResult_t gbSockListen(const gbSockAddr_t* addr, int* fdOut, gbSockAddr_t* boun
  * The returned socket is non-blocking with TCP_NODELAY. */
 gbResult_t gbSockConnect(const gbSockAddr_t* addr, gbDeadline_t deadline,
                          const atomic_int* abortFlag, int* fdOut);
+/* One attempt, quiet (no error recorded or logged): 0 with *fdOut set, else
+ * the errno of the failure (the socket is closed). A pending connect is
+ * awaited until the deadline or abort. */
+int gbSockConnectOnce(const gbSockAddr_t* addr, gbDeadline_t deadline, const atomic_int* abortFlag, int* fdOut);
 /* Accepts one pending connection if there is one. *fdOut = -1 when none
  * (errno 0) or when the process or system is out of descriptors or buffers
  * (errno EMFILE, ENFILE, ENOBUFS or ENOMEM): a temporary state, the

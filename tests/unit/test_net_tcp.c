@@ -97,6 +97,19 @@ static gbNetHello_t makeHello(int rank, int tag, int nsocks) {
   return h;
 }
 
+typedef struct {
+  const gbSockAddr_t* addr;
+  gbNetHello_t hello;
+  int told;
+  gbNetCause_t got;
+} askArg_t;
+
+static void* askMain(void* arg) {
+  askArg_t* a = arg;
+  a->told = net->ask(a->addr, &a->hello, gbDeadlineIn(5), &a->got);
+  return NULL;
+}
+
 static gbNetListener_t* makeListener(gbSockAddr_t* addr) {
   gbSockAddr_t any;
   gbNetListener_t* l = NULL;
@@ -477,6 +490,23 @@ static void testFaults(void) {
   net->close(a);
   net->close(p);
 
+  /* Several silent peers: the message names the first and every other one. */
+  gbNetConn_t *a5, *p5, *a6, *p6;
+  makePair(l, &addr, 5, 5, 1, &a5, &p5);
+  makePair(l, &addr, 6, 6, 1, &a6, &p6);
+  unsigned char eight[8];
+  gbNetReq_t* three[3];
+  CHECK(net->irecv(a5, four, 4, &three[0]) == gbSuccess && net->irecv(a6, eight, 4, &three[1]) == gbSuccess &&
+            net->irecv(a6, eight + 4, 4, &three[2]) == gbSuccess, "%s", gbErrorLast());
+  r = gbNetWaitAll(three, 3, gbDeadlineIn(0.3), NULL);
+  CHECK(r == gbTimeout && strstr(gbErrorLast(), "no progress from rank 5 within") &&
+            strstr(gbErrorLast(), "(and 2 more pending, from rank 6; is it stopped"),
+        "several silent peers: %s", gbErrorLast());
+  net->close(a5);
+  net->close(p5);
+  net->close(a6);
+  net->close(p6);
+
   /* Nobody connects: accept times out naming the rank and group. */
   t0 = gbClockNowNs();
   gbNetLabel_t label = {99, group, 0};
@@ -486,6 +516,62 @@ static void testFaults(void) {
   snprintf(want, sizeof(want), "rank 99 did not connect (group %s) within", group);
   CHECK(strstr(gbErrorLast(), want) != NULL, "accept message: %s", gbErrorLast());
   net->listenerClose(l);
+}
+
+/* ------------------------------------------------ telling and asking why */
+
+static void testTellAsk(void) {
+  gbSockAddr_t addr;
+  gbNetListener_t* l = makeListener(&addr);
+  gbNetHello_t q = makeHello(7, GB_NET_TAG_ASK, 1);
+  gbNetCause_t got, why = {.faultRank = 3, .seenBy = 2, .code = gbTimeout};
+  snprintf(why.text, sizeof(why.text), "world: no progress from rank 3");
+
+  /* Not failed: the question stays unanswered until the asker's deadline. */
+  int64_t t0 = gbClockNowNs();
+  int told = net->ask(&addr, &q, gbDeadlineIn(0.3), &got);
+  double el = secondsSince(t0);
+  CHECK(!told && el >= 0.3 && el <= 1.3, "a healthy listener: told %d after %.2f s", told, el);
+
+  /* Failing: asked while it fails or after, the answer is the cause. */
+  q.srcRank = 8;
+  askArg_t before = {&addr, q, 0, {0}};
+  pthread_t t;
+  pthread_create(&t, NULL, askMain, &before);
+  net->listenerFail(l, &why);
+  pthread_join(t, NULL);
+  q.srcRank = 9;
+  told = net->ask(&addr, &q, gbDeadlineIn(5), &got);
+  CHECK(before.told && before.got.faultRank == 3 && before.got.seenBy == 2 && before.got.code == gbTimeout &&
+            strcmp(before.got.text, why.text) == 0,
+        "asked while it fails: told %d, cause %d/%d/%d '%s'", before.told, before.got.faultRank,
+        before.got.seenBy, before.got.code, before.got.text);
+  CHECK(told && got.faultRank == 3 && got.seenBy == 2 && strcmp(got.text, why.text) == 0,
+        "asked after the failure: told %d, cause %d/%d '%s'", told, got.faultRank, got.seenBy, got.text);
+
+  /* Told: an accept of the teller fails at once with the cause it carries. */
+  gbNetListener_t* l2 = makeListener(&addr);
+  gbNetHello_t tell = makeHello(2, GB_NET_TAG_TELL, 1);
+  gbNetCause_t died = {.faultRank = 0, .seenBy = 2, .code = gbRemoteError};
+  snprintf(died.text, sizeof(died.text), "world: rank 0 closed the connection");
+  net->tell(&addr, &tell, &died, gbDeadlineIn(5));
+  gbNetLabel_t from2 = {2, group, 0};
+  gbNetConn_t* none = NULL;
+  t0 = gbClockNowNs();
+  gbResult_t r = net->accept(l2, 2, 1, from2, gbDeadlineIn(10), NULL, &none);
+  el = secondsSince(t0);
+  char want[256];
+  snprintf(want, sizeof(want), "%s: rank 0 failed (seen by rank 2, which told this rank instead of connecting: "
+           "world: rank 0 closed the connection)", group);
+  CHECK(r == gbRemoteError && none == NULL && el < 2.0 && strcmp(gbErrorLast(), want) == 0,
+        "accept of a rank that told: %d after %.2f s: %s", r, el, gbErrorLast());
+  net->listenerClose(l2);
+
+  /* Gone: no answer, at once. */
+  net->listenerClose(l);
+  t0 = gbClockNowNs();
+  told = net->ask(&addr, &q, gbDeadlineIn(5), &got);
+  CHECK(!told && secondsSince(t0) < 1.0, "a closed listener: told %d after %.2f s", told, secondsSince(t0));
 }
 
 int main(void) {
@@ -504,6 +590,8 @@ int main(void) {
   printf("faults: %.2f s\n", secondsSince(t0));
   testStrangers();
   printf("strangers: %.2f s\n", secondsSince(t0));
+  testTellAsk();
+  printf("tell and ask: %.2f s\n", secondsSince(t0));
   if (atomic_load(&failures)) {
     fprintf(stderr, "test_net_tcp: %d check(s) failed\n", atomic_load(&failures));
     return 1;

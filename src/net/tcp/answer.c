@@ -9,8 +9,13 @@
  * data socket 0 receives, or when the connection fails (so connect, then
  * accept, on one thread still works). Only connections whose hello passed
  * (this job's secret, this communicator) are answered: strangers hear
- * nothing (net/pending.c). */
+ * nothing (net/pending.c). gbNetTcpAsk opens a connection only to read that
+ * answer: its hello's tag is one no accept takes, so a failed listener
+ * refuses it with the cause and a healthy one leaves it unanswered. The
+ * other way round, gbNetTcpTell sends a cause after its hello to a rank
+ * that waits for this one's connection; its accept reads it (listener.c). */
 #include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -109,6 +114,57 @@ gbResult_t gbNetTcpAnswerPoll(gbNetConn_t* c) {
 }
 
 void gbNetTcpAnswerExpect(gbNetConn_t* c) { c->answerLeft = sizeof(answer_t); }
+
+int gbNetTcpAsk(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_t deadline, gbNetCause_t* out) {
+  int fd;
+  if (gbSockConnectOnce(addr, deadline, NULL, &fd) != 0) return 0;
+  gbNetHello_t h = *hello;
+  h.sockIndex = 0;
+  h.nsocks = 1;
+  answer_t a;
+  size_t got = 0;
+  char err[128];
+  /* A fresh socket's buffer takes the hello at once. */
+  int ok = gbSockTrySend(fd, &h, sizeof(h), err, sizeof(err)) == (ssize_t)sizeof(h);
+  while (ok && got < sizeof(a)) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (gbDeadlinePassed(deadline) || (poll(&p, 1, gbDeadlineRemainingMs(deadline, 50)) < 0 && errno != EINTR)) {
+      ok = 0;
+      break;
+    }
+    ssize_t n = gbSockTryRecv(fd, (char*)&a + got, sizeof(a) - got, err, sizeof(err));
+    if (n < 0) ok = 0;
+    else got += (size_t)n;
+  }
+  gbSockClose(fd);
+  if (!ok || a.magic != ANSWER_MAGIC || a.status != GB_NET_ANSWER_REFUSED) return 0;
+  *out = a.cause;
+  return gbNetCauseSanitize(out);
+}
+
+void gbNetTcpTell(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbNetCause_t* cause, gbDeadline_t deadline) {
+  int fd;
+  if (gbSockConnectOnce(addr, deadline, NULL, &fd) != 0) return;
+  struct {
+    gbNetHello_t hello;
+    gbNetCause_t cause;
+  } msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.hello = *hello;
+  msg.hello.sockIndex = 0;
+  msg.hello.nsocks = 1;
+  msg.cause = *cause;
+  char err[128];
+  /* A fresh socket's buffer takes it at once; what was sent stays readable
+   * after the close. */
+  (void)gbSockTrySend(fd, &msg, sizeof(msg), err, sizeof(err));
+  gbSockClose(fd);
+}
+
+int gbNetTcpToldOn(int fd, gbNetCause_t* out) {
+  if (fd < 0 || recv(fd, out, sizeof(*out), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(*out)) return 0;
+  return gbNetCauseSanitize(out);
+}
 
 gbResult_t gbNetTcpAnswerRead(gbNetConn_t* c, gbDeadline_t deadline, const atomic_int* abortFlag, int* status) {
   answer_t a;

@@ -296,6 +296,22 @@ gbResult_t gbNetTcpAccept(gbNetListener_t* l, int srcRank, int tag, gbNetLabel_t
       return res;
     }
     filed_t* f = findFiled(l, srcRank, tag);
+    filed_t* told = findFiled(l, srcRank, GB_NET_TAG_TELL);
+    gbNetCause_t k;
+    if (told != NULL && gbNetTcpToldOn(told->fds[0], &k)) {
+      pthread_mutex_unlock(&l->lock);
+      if (k.faultRank == srcRank)
+        res = gbErrorSet(gbRemoteError, "%s: rank %d failed before it connected to this rank: %s", group, srcRank,
+                         k.text);
+      else if (k.seenBy == srcRank)
+        res = gbErrorSet(gbRemoteError, "%s: rank %d failed (seen by rank %d, which told this rank instead of "
+                         "connecting: %s)", group, k.faultRank, srcRank, k.text);
+      else
+        res = gbErrorSet(gbRemoteError, "%s: rank %d failed (seen by rank %d: %s; rank %d told this rank instead of "
+                         "connecting)", group, k.faultRank, k.seenBy, k.text, srcRank);
+      gbNetNoteFailure(gbErrorLast(), &k);
+      return res;
+    }
     if (f != NULL && f->count == f->nsocks) {
       filed_t got = *f;
       *f = l->filed[--l->nfiled];

@@ -271,6 +271,12 @@ void gbNetTcpShmShutdown(gbNetConn_t* c, const gbNetCause_t* cause) {
   atomic_store_explicit(&c->shm->tx->closed, 1, memory_order_release);
 }
 
+int gbNetTcpShmTold(gbNetConn_t* c, gbNetCause_t* out) {
+  if (c == NULL || !c->shm || !atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) return 0;
+  memcpy(out, &c->shm->rx->cause, sizeof(*out));
+  return gbNetCauseSanitize(out);
+}
+
 void gbNetTcpShmClose(gbNetConn_t* c) {
   if (!c->shm) return;
   munmap(c->shm->base, c->shm->bytes);

@@ -101,12 +101,21 @@ void gbNetTcpAnswerClose(int fd);
 /* From then on the listener refuses every connection it filed or files
  * (gbNetOps_t.listenerFail). */
 void gbNetTcpListenerFail(gbNetListener_t* l, const gbNetCause_t* cause);
+/* gbNetOps_t.ask: a connection whose only message is the answer. */
+int gbNetTcpAsk(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_t deadline, gbNetCause_t* out);
+/* gbNetOps_t.tell: the hello, then the cause, on one socket. */
+void gbNetTcpTell(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbNetCause_t* cause, gbDeadline_t deadline);
+/* The cause a filed tell's socket carries after its hello, once all of it
+ * arrived (peeked: it stays for the next look); 0 before. */
+int gbNetTcpToldOn(int fd, gbNetCause_t* out);
 
 /* Moves what the rings allow for the queued requests, both directions. */
 gbResult_t gbNetTcpShmProgress(gbNetConn_t* c);
 /* Leaves cause (may be NULL) in the segment for the peer, then marks our
  * ring closed. */
 void gbNetTcpShmShutdown(gbNetConn_t* c, const gbNetCause_t* cause);
+/* The cause the peer left in the segment when it shut down, if any. */
+int gbNetTcpShmTold(gbNetConn_t* c, gbNetCause_t* out);
 void gbNetTcpShmClose(gbNetConn_t* c);
 
 /* Records the connection's sticky error once (text) with whom it blames
