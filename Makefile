@@ -7,7 +7,7 @@
 #             environment .venv/ (git-ignored) with tests/requirements.txt
 #             (torch 2.13.0 CPU build, scikit-build-core, matplotlib), made
 #             once and again when that file changes; and the commands the
-#             suites run, where missing (SYSTEM_TOOLS: mpirun, pkg-config, nm;
+#             suites run, where missing (SYSTEM_TOOLS: mpirun, pkg-config, nm, ip;
 #             apt-get install, as root or with passwordless sudo; else it
 #             stops naming the command to run). Your own interpreter instead
 #             of .venv (with what tests/requirements.txt lists):
@@ -39,7 +39,7 @@ VENV_BASE ?= python3
 PIP_ARGS ?=
 CTEST_ARGS ?=
 # Commands the suites run, each with the Debian package that has it.
-SYSTEM_TOOLS ?= mpirun:openmpi-bin pkg-config:pkg-config nm:binutils
+SYSTEM_TOOLS ?= mpirun:openmpi-bin pkg-config:pkg-config nm:binutils ip:iproute2
 ifeq ($(origin PYTHON),command line)
 GB_NO_VENV := 1
 endif

@@ -30,7 +30,7 @@
 #include "boot/uniqueid.h"
 #include "core/comm.h"
 
-#define GRACE_MAX_S 1.0
+#define GRACE_MAX_S 0.5
 
 /* What rank left on any of this rank's shared-memory connections to it. */
 static int toldBy(gbComm_t c, int rank, gbNetCause_t* out) {

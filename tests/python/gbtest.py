@@ -87,8 +87,10 @@ def worker_env(rank, world, vendor, port, extra=None):
     return env
 
 
-def run_ranks(script, vendors=VENDORS, timeout=180, args=(), extra_env=None):
-    """Runs script --rank-worker OUTDIR ARGS... on len(vendors) ranks.
+def run_ranks(script, vendors=VENDORS, timeout=180, args=(), extra_env=None, prefix=()):
+    """Runs script --rank-worker OUTDIR ARGS... on len(vendors) ranks, each
+    command after prefix (e.g. tests/mp/hosts.py's wrapper, which puts the
+    rank on its emulated host).
     Returns (outdir, [(rc, output)]); fails the suite on a timeout or a nonzero rank."""
     out = tempfile.mkdtemp(prefix="gbpy-")
     port = free_port()
@@ -97,7 +99,7 @@ def run_ranks(script, vendors=VENDORS, timeout=180, args=(), extra_env=None):
     for r, v in enumerate(vendors):
         log = open(os.path.join(out, "rank%d.log" % r), "w+")
         logs.append(log)
-        procs.append(subprocess.Popen([sys.executable, script, "--rank-worker", out] + list(args),
+        procs.append(subprocess.Popen(list(prefix) + [sys.executable, script, "--rank-worker", out] + list(args),
                                       env=worker_env(r, world, v, port, extra_env),
                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
     deadline = time.monotonic() + timeout

@@ -43,11 +43,12 @@ def worker():
     dist.destroy_process_group()
 
 
-def main():
+def main(script=os.path.abspath(__file__), prefix=(), extra_env=None):
+    """script: the file whose worker() the ranks run (test_ddp_hosts.py runs this one's)."""
     torch = gbtest.require_torch()
     gbtest.require_library(*NEEDS)
     import gbmodels as M
-    outdir, _ = gbtest.run_ranks(os.path.abspath(__file__), timeout=240)
+    outdir, _ = gbtest.run_ranks(script, timeout=240, prefix=prefix, extra_env=extra_env)
     states = [torch.load(os.path.join(outdir, "rank%d.pt" % r)) for r in range(len(gbtest.VENDORS))]
     gbtest.cleanup(outdir)
     ref = M.reference(STEPS, len(gbtest.VENDORS))
