@@ -373,6 +373,12 @@ typedef struct {
 
 GB_API gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info);
 
+/* The network interface and address this process's communicators would
+ * listen on: GPUBRIDGE_SOCKET_IFNAME's pick, else the first interface that is
+ * up, not loopback (loopback when nothing else is up). For a preflight
+ * (gpubridge-info --preflight). */
+GB_API gbResult_t gbGetNetInterface(char* name, size_t nameLen, char* address, size_t addressLen);
+
 /* ------------------------------------------------ flight recorder (gpubridge)
  * Each communicator keeps a ring of its recent collectives and send/recv
  * groups (GPUBRIDGE_TRACE_BUFFER entries; 0 turns it off): what was called and

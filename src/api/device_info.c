@@ -1,8 +1,14 @@
-/* Exported: which device this process uses, and the staging memory a rank
- * would hold (gpubridge-info's summary). */
+/* Exported: which device this process uses, the interface it would listen
+ * on, and the staging memory a rank would hold (gpubridge-info's summary and
+ * preflight). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/param.h"
 #include "base/result.h"
 #include "core/comm.h"
 #include "device/device.h"
+#include "os/socket.h"
 
 gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info) {
   if (!info) return gbErrorSet(gbInvalidArgument, "gbGetDeviceInfo: info is NULL");
@@ -11,6 +17,21 @@ gbResult_t gbGetDeviceInfo(gbDeviceInfo_t* info) {
   info->backend = ops->name;
   info->vendor = ops->vendor ? ops->vendor : "";
   info->runKind = ops->runKind;
+  return gbSuccess;
+}
+
+gbResult_t gbGetNetInterface(char* name, size_t nameLen, char* address, size_t addressLen) {
+  if (!name || !address || nameLen == 0 || addressLen == 0)
+    return gbErrorSet(gbInvalidArgument, "gbGetNetInterface: name and address need buffers");
+  gbSockAddr_t a;
+  GB_CHECK(gbSockFindInterface(gbParamString(GB_PARAM_SOCKET_IFNAME), &a, name, nameLen));
+  gbSockAddrSetPort(&a, 0);
+  char text[96];
+  gbSockAddrString(&a, text, sizeof(text));
+  /* "10.0.0.1:0" or "[fe80::1]:0": the address without the port. */
+  char* colon = strrchr(text, ':');
+  if (colon) *colon = '\0';
+  snprintf(address, addressLen, "%s", text);
   return gbSuccess;
 }
 

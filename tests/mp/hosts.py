@@ -98,6 +98,10 @@ class Rig:
         os.chmod(self.wrapper, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
         return self.wrapper
 
+    def on(self, host):
+        """The command prefix that runs a command on host."""
+        return ["ip", "netns", "exec", self.hosts[host]]
+
     def sent_bytes(self, host):
         """Bytes host's interface has sent (its counter in that namespace)."""
         p = _sh(["ip", "netns", "exec", self.hosts[host], "cat", "/sys/class/net/%s/statistics/tx_bytes" % IFNAME],

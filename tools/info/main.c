@@ -1,11 +1,14 @@
 /* gpubridge-info: version, build, this process's device, and the table of
  * GPUBRIDGE_* parameters (docs/ENV.md is generated from `-c --markdown`);
- * `--trace DIR` analyzes a job's flight-recorder dumps (trace.h).
+ * `--trace DIR` analyzes a job's flight-recorder dumps (trace.h);
+ * `--preflight` checks a node before a job (preflight.h).
  * Uses the public API only, as any program could. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpubridge/gpubridge.h"
+#include "preflight.h"
 #include "trace.h"
 #include "version.h"
 
@@ -21,6 +24,7 @@
 static void usage(FILE* f) {
   fprintf(f,
           "usage: gpubridge-info [-c [--markdown]] [--version] [--trace DIR] [-h]\n"
+          "       gpubridge-info --preflight [--peers HOST,HOST,... [--port P] [--wait SECONDS]]\n"
           "  (no option)    version, compiler, and the device this process would use\n"
           "  --version      the library's version, MAJOR.MINOR.PATCH, alone on a line\n"
           "  -c, --config   the GPUBRIDGE_* parameters: type, default, current value, description\n"
@@ -28,6 +32,15 @@ static void usage(FILE* f) {
           "  --trace DIR    read the flight-recorder dumps a job wrote to DIR (GPUBRIDGE_TRACE_DIR) and\n"
           "                 name the rank at fault; the last line is 'verdict: ...' (docs/TRACE.md).\n"
           "                 Exit 0: analyzed (fault or none), 2: no dump in DIR, 1: unreadable\n"
+          "  --preflight    check this node before a job: library, device, settings, the interface\n"
+          "                 communicators would use, locked-memory and open-file limits, the clock;\n"
+          "                 the last line is 'preflight: PASS ...' or 'preflight: FAIL ...: why'.\n"
+          "                 Exit 0: PASS, 1: FAIL\n"
+          "  --peers LIST   with --preflight: every node of the job (names or addresses, this node's\n"
+          "                 own entry is skipped); run the same command on each: each listens on its\n"
+          "                 interface and checks that it reaches every peer and every peer reaches it\n"
+          "  --port P       with --peers: the TCP port every node listens on (default 29551)\n"
+          "  --wait SECONDS with --peers: how long to wait for the others (default 30)\n"
           "  -h, --help     this text\n");
 }
 
@@ -140,8 +153,10 @@ static int printParams(int markdown) {
 }
 
 int main(int argc, char** argv) {
-  int config = 0, markdown = 0, version = 0;
+  int config = 0, markdown = 0, version = 0, preflight = 0, port = GB_PREFLIGHT_PORT, portGiven = 0;
+  double waitS = GB_PREFLIGHT_WAIT_S;
   const char* traceDir = NULL;
+  const char* peers = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--trace") == 0) {
       if (i + 1 >= argc) {
@@ -150,6 +165,26 @@ int main(int argc, char** argv) {
         return 2;
       }
       traceDir = argv[++i];
+    } else if (strcmp(argv[i], "--preflight") == 0) {
+      preflight = 1;
+    } else if (strcmp(argv[i], "--peers") == 0 || strcmp(argv[i], "--port") == 0 || strcmp(argv[i], "--wait") == 0) {
+      const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+      char* end = NULL;
+      if (strcmp(argv[i], "--peers") == 0 && v && *v) {
+        peers = v;
+      } else if (strcmp(argv[i], "--port") == 0 && v && (port = (int)strtol(v, &end, 10), *end == '\0') && port > 0 &&
+                 port < 65536) {
+        portGiven = 1;
+      } else if (strcmp(argv[i], "--wait") == 0 && v && (waitS = strtod(v, &end), *end == '\0') && waitS > 0 &&
+                 waitS <= 3600) {
+      } else {
+        fprintf(stderr, "gpubridge-info: %s needs %s\n", argv[i],
+                strcmp(argv[i], "--peers") == 0 ? "a comma-separated list of nodes"
+                : strcmp(argv[i], "--port") == 0 ? "a TCP port (1..65535)" : "seconds (0 < S <= 3600)");
+        usage(stderr);
+        return 2;
+      }
+      i++;
     } else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
       config = 1;
     } else if (strcmp(argv[i], "--version") == 0) {
@@ -169,6 +204,19 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gpubridge-info: --markdown goes with -c\n");
     usage(stderr);
     return 2;
+  }
+  if ((peers || portGiven || waitS != GB_PREFLIGHT_WAIT_S) && !preflight) {
+    fprintf(stderr, "gpubridge-info: --peers, --port and --wait go with --preflight\n");
+    usage(stderr);
+    return 2;
+  }
+  if (preflight) {
+    if (config || version || traceDir) {
+      fprintf(stderr, "gpubridge-info: --preflight goes alone (without -c, --version or --trace)\n");
+      usage(stderr);
+      return 2;
+    }
+    return preflightMain(peers, port, waitS);
   }
   if (traceDir) {
     if (config || version) {
