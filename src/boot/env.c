@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "boot/env_store.h"
 #include "boot/exchange.h"
+#include "boot/hostlist.h"
 #include "boot/probe.h"
 #include "boot/root.h"
 #include "boot/topology.h"
@@ -229,6 +230,16 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   const char* addr = getenv("MASTER_ADDR");
   if ((!addr || !*addr) && sizeKnown && haveLocalSize && localSize == out->nranks)
     addr = "127.0.0.1"; /* every rank on this host */
+  char firstNode[256];
+  if ((!addr || !*addr) && strcmp(l->launcher, "slurm") == 0) {
+    /* srun puts task 0 on the step's first node. */
+    const char* lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
+    for (int i = 0; i < 3 && (!addr || !*addr); i++)
+      if (gbBootHostlistFirst(getenv(lists[i]), firstNode, sizeof(firstNode))) {
+        addr = firstNode;
+        GB_INFO(GB_LOG_INIT, "MASTER_ADDR is not set: the rendezvous is on %s, the first node of %s", addr, lists[i]);
+      }
+  }
   int port = 0;
   int havePort = readInt("MASTER_PORT", &port);
   if (havePort < 0 || (havePort == 1 && (port < 1 || port > 65535))) {
@@ -263,7 +274,7 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
         gbSockAddrSetPort(&out->id.root, port);
         /* The secret leaves the world size out, so a rank with a wrong
          * WORLD_SIZE still gets in and the verdict names it. */
-        char secretText[512];
+        char secretText[1024];
         if (gbParamIsSet(GB_PARAM_JOB_SECRET)) {
           snprintf(secretText, sizeof(secretText), "%s", gbParamString(GB_PARAM_JOB_SECRET));
         } else {

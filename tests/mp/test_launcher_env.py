@@ -24,6 +24,7 @@ which validates every result and exits nonzero on any error.
 """
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -47,8 +48,8 @@ def clean_env():
     return env
 
 
-def start(prog, n, rank_vars, per_rank=None, extra=None):
-    """Starts n processes of prog; per_rank(r) adds variables to rank r."""
+def start(prog, n, rank_vars, per_rank=None, extra=None, unset=()):
+    """Starts n processes of prog; per_rank(r) adds variables to rank r; unset names variables to leave out."""
     port = free_port()
     procs = []
     for r in range(n):
@@ -58,6 +59,8 @@ def start(prog, n, rank_vars, per_rank=None, extra=None):
         env.update(extra or {})
         if per_rank:
             env.update(per_rank(r))
+        for k in unset:
+            env.pop(k, None)
         procs.append(subprocess.Popen(prog, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
 
@@ -109,6 +112,22 @@ def torchrun(r, n):
 def slurm(r, n):
     return {"SLURM_PROCID": str(r), "SLURM_NTASKS": str(n), "SLURM_LOCALID": str(r), "SLURM_JOB_ID": "4242",
             "SLURM_STEP_ID": "0", "SLURM_NNODES": "1"}
+
+
+def slurm_nodelist():
+    """Under srun without MASTER_ADDR: the rendezvous is on the step's first
+    node, read from SLURM_STEP_NODELIST (this host's name first, a second
+    node that never answers after it, as srun writes a two-node step)."""
+    name = "Slurm variables without MASTER_ADDR: the first node of SLURM_STEP_NODELIST"
+    host = socket.gethostname()
+    extra = dict(LIST, SLURM_NNODES="2", SLURM_STEP_NODELIST="%s,gbnode-b" % host, **INFO_INIT)
+    results = finish(name, start([PERF] + PERF_ARGS, len(VENDORS), slurm, extra=extra, unset=("MASTER_ADDR",)))
+    ok = check_table(name, results)
+    said = [l for _, _, err in results for l in err.splitlines()
+            if "MASTER_ADDR is not set: the rendezvous is on %s, the first node of SLURM_STEP_NODELIST" % host in l]
+    good = ok and len(said) == len(VENDORS)
+    print(("PASS " if good else "FAIL ") + f"{name}: {len(said)} of {len(VENDORS)} ranks say so")
+    return good
 
 
 def openmpi(r, n):
@@ -235,6 +254,7 @@ def main():
         run_job("torchrun variables, GPUBRIDGE_VENDORS", torchrun, extra=LIST),
         run_job("Slurm variables, GPUBRIDGE_VENDORS", slurm, extra=LIST),
         run_job("Open MPI variables, GPUBRIDGE_VENDORS", openmpi, extra=LIST),
+        slurm_nodelist(),
         under_gpubridge_run(),
         world_size_mismatch("WORLD_SIZE 2 on rank 3 of 4", [4, 4, 4, 2],
                             ["RANK=3 is not below WORLD_SIZE=2", "ranks 0-2 say WORLD_SIZE=4",
