@@ -6,6 +6,8 @@ secret; its agent store is tests/mp/test_torchrun.py's), Slurm's
 (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK). Each rank runs gpubridge-perf,
 which validates every result and exits nonzero on any error.
 
+- Slurm's variables without MASTER_ADDR: the rendezvous on the first node
+  of SLURM_STEP_NODELIST, said at INFO by every rank;
 - islands from GPUBRIDGE_VENDOR per rank (torchrun variables), and from one
   GPUBRIDGE_VENDORS=nvidia:2,amd:1 given to every rank alike under each
   launcher's variables and under gpubridge-run: the same job, 3 ranks in 2
