@@ -181,6 +181,7 @@ _SIGNATURES = {
     "gbStreamSynchronize": [_P],
     "gbStreamDestroy": [_P],
     "gbGetDeviceInfo": [ctypes.POINTER(DeviceInfo)],
+    "gbGetNetInterface": [ctypes.c_char_p, _Z, ctypes.c_char_p, _Z],
     "gbCommSetObserver": [_P, OBSERVER, _P],
     "gbCommGetInFlight": [_P, ctypes.POINTER(CollRecord), _I, ctypes.POINTER(_I)],
     "gbCommGetRecords": [_P, ctypes.POINTER(CollRecord), _I, ctypes.POINTER(_I)],
@@ -572,6 +573,13 @@ def get_device_info():
     _check(_fn("gbGetDeviceInfo")(ctypes.byref(info)))
     return {"backend": info.backend.decode(), "vendor": info.vendor.decode(),
             "run_kind": RUN_KINDS.get(info.runKind, str(info.runKind))}
+
+
+def get_net_interface():
+    """(name, address) of the interface this process's communicators would listen on."""
+    name, addr = ctypes.create_string_buffer(64), ctypes.create_string_buffer(96)
+    _check(_fn("gbGetNetInterface")(name, len(name), addr, len(addr)))
+    return name.value.decode(), addr.value.decode()
 
 
 # ------------------------------------------------------------ flight recorder

@@ -4,8 +4,9 @@ of hosts.py (every host's interface gb0).
 - Here: every check has a line ("check status text") and the last line is
   the verdict, PASS with exit 0; GPUBRIDGE_SOCKET_IFNAME naming no interface
   FAILs naming it, exit 1; --peers with only loopback to listen on FAILs.
-- Two hosts, the same command on each (--peers both addresses): each skips
-  its own entry, reaches the other and is reached by it: PASS on both.
+- Two hosts, the same command on each (--peers localhost and both
+  addresses): each skips its own entries, reaches the other and is reached
+  by it: PASS on both.
 - Three hosts with the preflight running on two: both FAIL within --wait,
   naming the third host's address and counting 1 of 2 peers in.
 - Bad options are refused with usage (exit 2).
@@ -70,11 +71,12 @@ def here(suite):
         suite.check(rc == 2, "refused: gpubridge-info %s (exit 2)" % " ".join(bad), "rc %d" % rc)
 
 
-def across(suite, nhosts, running, wait):
+def across(suite, nhosts, running, wait, extra_peers=()):
     rig = hosts.Rig(nhosts).up()
     try:
         env = harness.clean_env(GPUBRIDGE_SOCKET_IFNAME=hosts.IFNAME)
-        args = ["--preflight", "--peers", ",".join(rig.addrs), "--port", "29551", "--wait", str(wait)]
+        args = ["--preflight", "--peers", ",".join(list(extra_peers) + rig.addrs), "--port", "29551",
+                "--wait", str(wait)]
         t0 = time.monotonic()
         procs = [start(args, env, rig.on(h)) for h in range(running)]
         outs = [p.communicate(timeout=harness.scaled(wait + 30)) for p in procs]
@@ -85,15 +87,15 @@ def across(suite, nhosts, running, wait):
 
 
 def two_hosts(suite):
-    rig, res, took = across(suite, 2, 2, 20)
+    rig, res, took = across(suite, 2, 2, 20, extra_peers=["localhost"])  # an own address too
     for h, (rc, lines) in enumerate(res):
         other = rig.addrs[1 - h]
         ok = [l for l in lines if l.startswith("peer ") and " ok " in l and other + ":29551 reached" in l]
         suite.check(rc == 0 and verdict(lines).startswith("preflight: PASS") and ok and
                     any(l.startswith("peers in") and " ok " in l for l in lines),
                     "two hosts: host %d reaches %s, is reached, PASS" % (h, other), "\n".join(lines))
-        suite.check(any(l.startswith("listen") and "1 peer (1 entry of --peers is this node)" in l for l in lines),
-                    "two hosts: host %d skips its own entry" % h, "\n".join(lines))
+        suite.check(any(l.startswith("listen") and "1 peer (2 entries of --peers are this node)" in l for l in lines),
+                    "two hosts: host %d skips its own entries (its address, localhost)" % h, "\n".join(lines))
     suite.check(took < 15, "two hosts: done in %.1f s, not at --wait" % took)
 
 

@@ -5,9 +5,11 @@ parameter table, the drop-in's place, and a one-rank communicator running
 calls on host-device memory, whose flight recorder the bindings read back
 (records, counters, observer set and cleared, a dump refused without a dir)."""
 import ctypes
+import ipaddress
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -155,6 +157,13 @@ def main():
     if not vendor and not os.path.exists("/dev/nvidiactl") and not os.path.exists("/dev/kfd") and dev != {
             "backend": "host", "vendor": "cpu", "run_kind": "cpu"}:
         problems.append("no GPU, no GPUBRIDGE_VENDOR: device %s" % dev)
+    ifname, address = _lib.get_net_interface()
+    try:
+        ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        address = None
+    if not ifname or address is None or ifname not in [n for _, n in socket.if_nameindex()]:
+        problems.append("gbGetNetInterface: %r %r" % (ifname, address))
     if "invalid" not in _lib.get_error_string(_lib.INVALID_ARGUMENT).lower():
         problems.append("gbGetErrorString(4) = %r" % _lib.get_error_string(4))
 

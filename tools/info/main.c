@@ -36,9 +36,10 @@ static void usage(FILE* f) {
           "                 communicators would use, locked-memory and open-file limits, the clock;\n"
           "                 the last line is 'preflight: PASS ...' or 'preflight: FAIL ...: why'.\n"
           "                 Exit 0: PASS, 1: FAIL\n"
-          "  --peers LIST   with --preflight: every node of the job (names or addresses, this node's\n"
-          "                 own entry is skipped); run the same command on each: each listens on its\n"
-          "                 interface and checks that it reaches every peer and every peer reaches it\n"
+          "  --peers LIST   with --preflight: every node of the job, by its name or address on the\n"
+          "                 interface gpubridge uses (this node's own entry is skipped); run the same\n"
+          "                 command on each: each listens on its interface and checks that it reaches\n"
+          "                 every peer and every peer reaches it\n"
           "  --port P       with --peers: the TCP port every node listens on (default 29551)\n"
           "  --wait SECONDS with --peers: how long to wait for the others (default 30)\n"
           "  -h, --help     this text\n");

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -186,6 +187,27 @@ static void addrOnly(const struct sockaddr_storage* a, char* buf, size_t len) {
   if (!inet_ntop(a->ss_family, in, buf, (socklen_t)len)) snprintf(buf, len, "?");
 }
 
+/* Whether a is one of this host's own addresses (loopback included): a
+ * --peers entry naming this node by a name that resolves elsewhere than its
+ * interface (127.0.1.1 in /etc/hosts, another network). */
+static int isOwnAddress(const struct sockaddr_storage* a) {
+  if (a->ss_family == AF_INET && (ntohl(((const struct sockaddr_in*)a)->sin_addr.s_addr) >> 24) == 127) return 1;
+  struct ifaddrs* all = NULL;
+  if (getifaddrs(&all) != 0) return 0;
+  int own = 0;
+  for (struct ifaddrs* i = all; i && !own; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != a->ss_family) continue;
+    if (a->ss_family == AF_INET)
+      own = memcmp(&((struct sockaddr_in*)i->ifa_addr)->sin_addr, &((const struct sockaddr_in*)a)->sin_addr,
+                   sizeof(struct in_addr)) == 0;
+    else if (a->ss_family == AF_INET6)
+      own = memcmp(&((struct sockaddr_in6*)i->ifa_addr)->sin6_addr, &((const struct sockaddr_in6*)a)->sin6_addr,
+                   sizeof(struct in6_addr)) == 0;
+  }
+  freeifaddrs(all);
+  return own;
+}
+
 static int openListener(const char* address, int port, char* why, size_t len) {
   peer_t me;
   memset(&me, 0, sizeof(me));
@@ -277,7 +299,7 @@ static void checkPeers(tally_t* t, const char* list, int port, double waitS, con
     }
     char a[64];
     addrOnly(&p->addr, a, sizeof(a));
-    if (strcmp(a, myAddress) == 0) {
+    if (strcmp(a, myAddress) == 0 || isOwnAddress(&p->addr)) {
       skipped++;
       continue;
     }
