@@ -1,9 +1,6 @@
 /* Exported: which device this process uses, the interface it would listen
  * on, and the staging memory a rank would hold (gpubridge-info's summary and
  * preflight). */
-#include <stdio.h>
-#include <string.h>
-
 #include "base/param.h"
 #include "base/result.h"
 #include "core/comm.h"
@@ -25,13 +22,7 @@ gbResult_t gbGetNetInterface(char* name, size_t nameLen, char* address, size_t a
     return gbErrorSet(gbInvalidArgument, "gbGetNetInterface: name and address need buffers");
   gbSockAddr_t a;
   GB_CHECK(gbSockFindInterface(gbParamString(GB_PARAM_SOCKET_IFNAME), &a, name, nameLen));
-  gbSockAddrSetPort(&a, 0);
-  char text[96];
-  gbSockAddrString(&a, text, sizeof(text));
-  /* "10.0.0.1:0" or "[fe80::1]:0": the address without the port. */
-  char* colon = strrchr(text, ':');
-  if (colon) *colon = '\0';
-  snprintf(address, addressLen, "%s", text);
+  gbSockAddrHost(&a, address, addressLen);
   return gbSuccess;
 }
 

@@ -6,6 +6,18 @@
 #include "base/clock.h"
 #include "base/result.h"
 
+gbNetHello_t gbBootHello(const gbBootId_t* id, int srcRank, int tag, int nsocks) {
+  gbNetHello_t h;
+  memset(&h, 0, sizeof(h));
+  h.magic = GB_NET_HELLO_MAGIC;
+  memcpy(h.secret, id->secret, GB_NET_SECRET_BYTES);
+  h.commHash = gbBootIdHash(id);
+  h.srcRank = srcRank;
+  h.tag = tag;
+  h.nsocks = nsocks;
+  return h;
+}
+
 gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, const gbProbe_t* probes,
                              const gbBootId_t* id, int nsocks, const gbMeshGroup_t* g, double timeoutSec,
                              const atomic_int* abortFlag, gbNetConn_t** conns) {
@@ -13,15 +25,8 @@ gbResult_t gbBootMeshConnect(const gbNetOps_t* net, gbNetListener_t* listener, c
   int myRank = g->ranks[g->me];
   gbResult_t res = gbSuccess;
   for (int k = 0; k < g->n; k++) conns[k] = NULL;
+  gbNetHello_t hello = gbBootHello(id, myRank, g->tag, nsocks);
   for (int k = 0; k < g->me && res == gbSuccess; k++) {
-    gbNetHello_t hello;
-    memset(&hello, 0, sizeof(hello));
-    hello.magic = GB_NET_HELLO_MAGIC;
-    memcpy(hello.secret, id->secret, GB_NET_SECRET_BYTES);
-    hello.commHash = gbBootIdHash(id);
-    hello.srcRank = myRank;
-    hello.tag = g->tag;
-    hello.nsocks = nsocks;
     gbNetLabel_t label = {g->ranks[k], g->name, probes[g->ranks[k]].hostId == probes[myRank].hostId};
     res = net->connect(&probes[g->ranks[k]].listenAddr, &hello, label, deadline, abortFlag, &conns[k]);
   }

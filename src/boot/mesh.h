@@ -19,6 +19,10 @@ typedef struct {
   int me;              /* my index */
 } gbMeshGroup_t;
 
+/* The hello srcRank sends on each of nsocks sockets of a connection for tag
+ * (the job's secret and the communicator's hash from id; sockIndex 0). */
+gbNetHello_t gbBootHello(const gbBootId_t* id, int srcRank, int tag, int nsocks);
+
 /* conns[n] receives a connection per other member (conns[me] = NULL). On
  * failure the connections made so far stay in conns (NULL for the others),
  * for the caller to shut down with the cause of its failure and close. */

@@ -27,7 +27,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
-#include "boot/uniqueid.h"
+#include "boot/mesh.h"
 #include "core/comm.h"
 
 #define GRACE_MAX_S 0.5
@@ -44,22 +44,10 @@ static int toldBy(gbComm_t c, int rank, gbNetCause_t* out) {
   return 0;
 }
 
-static gbNetHello_t helloFor(gbComm_t c, int tag) {
-  gbNetHello_t h;
-  memset(&h, 0, sizeof(h));
-  h.magic = GB_NET_HELLO_MAGIC;
-  memcpy(h.secret, c->id.secret, GB_NET_SECRET_BYTES);
-  h.commHash = gbBootIdHash(&c->id);
-  h.srcRank = c->rank;
-  h.tag = tag;
-  h.nsocks = 1;
-  return h;
-}
-
 static int ask(gbComm_t c, int rank, gbDeadline_t deadline, gbNetCause_t* out) {
   if (toldBy(c, rank, out)) return 1;
   if (!c->peerAddrs) return 0;
-  gbNetHello_t hello = helloFor(c, GB_NET_TAG_ASK);
+  gbNetHello_t hello = gbBootHello(&c->id, c->rank, GB_NET_TAG_ASK, 1);
   /* A rank gone before it was asked may have left its cause in shared memory meanwhile. */
   return c->net->ask(&c->peerAddrs[rank], &hello, deadline, out) || toldBy(c, rank, out);
 }
@@ -85,7 +73,7 @@ static int awaits(gbComm_t c, int r) {
 
 static void tellWaiting(gbComm_t c, const gbNetCause_t* k, gbDeadline_t deadline) {
   if (!c->peerAddrs || !c->net->tell) return;
-  gbNetHello_t hello = helloFor(c, GB_NET_TAG_TELL);
+  gbNetHello_t hello = gbBootHello(&c->id, c->rank, GB_NET_TAG_TELL, 1);
   for (int r = 0; r < c->rank && !gbDeadlinePassed(deadline); r++)
     if (awaits(c, r)) c->net->tell(&c->peerAddrs[r], &hello, k, deadline);
 }

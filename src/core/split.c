@@ -58,9 +58,9 @@ static gbResult_t parentAllGather(gbComm_t c, const void* mine, void* all, size_
     free(g); /* not queued: the proxy never saw it */
     return res;
   }
-  /* 2 s past the step's own deadline: the step's timeout, which names the
-   * ranks it waited on, speaks first (as the proxy's ready wait does). */
-  res = gbFlagWaitHost(&g->done, 1, c->settings.timeoutSec + 2, NULL);
+  /* Past the step's own deadline: its timeout, which names the ranks it
+   * waited on, speaks first. */
+  res = gbFlagWaitHost(&g->done, 1, c->settings.timeoutSec + GB_PROXY_STEP_GRACE_S, NULL);
   if (res == gbTimeout) {
     res = gbErrorSet(gbTimeout, "gbCommSplit: not every rank of the parent called it within %d s (every rank of the "
                                 "parent must call gbCommSplit, NOCOLOR ranks too)", c->settings.timeoutSec);

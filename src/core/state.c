@@ -22,10 +22,9 @@ void gbCommInitEnd(gbComm_t c, gbResult_t res) {
     /* A stall may be a neighbour's: its verdict, told just now, is the better one (blame.c). */
     gbCommInitFailAsk(c);
   }
-  /* Release: a thread that sees "done" also sees everything init built. */
+  /* Release: a thread that sees "done" also sees everything init built. A
+   * later gbCommFail (an abort) tells the peers itself. */
   atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
-  /* Also tells what connects from now on (an abort during start-up). */
-  if (res != gbSuccess) gbCommFail(c, res);
 }
 
 const char* gbCommErrorText(gbComm_t c) { return c->errorText; }

@@ -93,20 +93,29 @@ gbResult_t gbSockAddrParse(const char* text, int defaultPort, gbSockAddr_t* out)
   return resolve(text, host, port, out);
 }
 
-const char* gbSockAddrString(const gbSockAddr_t* a, char* buf, size_t len) {
+const char* gbSockAddrHost(const gbSockAddr_t* a, char* buf, size_t len) {
   char ip[INET6_ADDRSTRLEN];
   if (buf == NULL || len == 0) return buf;
   if (a != NULL && a->sa.ss_family == AF_INET) {
-    const struct sockaddr_in* in = (const struct sockaddr_in*)&a->sa;
-    inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-    snprintf(buf, len, "%s:%d", ip, ntohs(in->sin_port));
+    inet_ntop(AF_INET, &((const struct sockaddr_in*)&a->sa)->sin_addr, ip, sizeof(ip));
+    snprintf(buf, len, "%s", ip);
   } else if (a != NULL && a->sa.ss_family == AF_INET6) {
-    const struct sockaddr_in6* in6 = (const struct sockaddr_in6*)&a->sa;
-    inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
-    snprintf(buf, len, "[%s]:%d", ip, ntohs(in6->sin6_port));
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6*)&a->sa)->sin6_addr, ip, sizeof(ip));
+    snprintf(buf, len, "[%s]", ip);
   } else {
     snprintf(buf, len, "<no address (family %d)>", a ? (int)a->sa.ss_family : -1);
   }
+  return buf;
+}
+
+const char* gbSockAddrString(const gbSockAddr_t* a, char* buf, size_t len) {
+  char host[INET6_ADDRSTRLEN + 32];
+  gbSockAddrHost(a, host, sizeof(host));
+  if (buf == NULL || len == 0) return buf;
+  if (a != NULL && (a->sa.ss_family == AF_INET || a->sa.ss_family == AF_INET6))
+    snprintf(buf, len, "%s:%d", host, gbSockAddrPort(a));
+  else
+    snprintf(buf, len, "%s", host);
   return buf;
 }
 

@@ -21,6 +21,8 @@ typedef struct {
 gbResult_t gbSockAddrParse(const char* text, int defaultPort, gbSockAddr_t* out);
 /* "1.2.3.4:5678" / "[::1]:5678" into buf. Returns buf. */
 const char* gbSockAddrString(const gbSockAddr_t* a, char* buf, size_t len);
+/* The address alone, without the port: "10.0.0.1", "[fe80::1]". */
+const char* gbSockAddrHost(const gbSockAddr_t* a, char* buf, size_t len);
 int gbSockAddrPort(const gbSockAddr_t* a);
 void gbSockAddrSetPort(gbSockAddr_t* a, int port);
 /* Whether a is an address of this host (a socket can be bound to it). */

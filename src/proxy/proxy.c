@@ -35,10 +35,10 @@ static void traceEvent(gbProxy_t* p, const gbProxyOp_t* op, int event) {
 static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
   /* The stream's own steps (an island step waiting on a stopped peer) time
    * out after the timeout and name the peer at fault; this wait, begun
-   * earlier, gives them 2 s more so that it never speaks first and blames
-   * nobody. */
-  gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, p->cfg.timeoutSec + 2, p->cfg.abortFlag)
-                             : gbSuccess;
+   * earlier, gives them GB_PROXY_STEP_GRACE_S more so that it never speaks
+   * first and blames nobody. */
+  double limit = p->cfg.timeoutSec + GB_PROXY_STEP_GRACE_S;
+  gbResult_t res = op->ready ? gbFlagWaitHost(op->ready, op->readyValue, limit, p->cfg.abortFlag) : gbSuccess;
   if (res != gbSuccess) {
     traceEvent(p, op, GB_PROXY_STEP_DROPPED);
     if (res == gbTimeout)
@@ -46,7 +46,7 @@ static gbResult_t runOp(gbProxy_t* p, const gbProxyOp_t* op) {
                                    "%.0f s (the stream is blocked or busy: an island peer may be stopped, or earlier "
                                    "work on the stream has not finished; raise GPUBRIDGE_TIMEOUT if the job is just "
                                    "slow)",
-                        (unsigned long long)op->seq, p->cfg.timeoutSec + 2);
+                        (unsigned long long)op->seq, limit);
     return res;
   }
   if (!op->trace || !p->cfg.onStep) return op->fn(op->arg);

@@ -13,6 +13,12 @@
 #include "base/clock.h"
 #include "device/device.h"
 
+/* How long past its own deadline a wait gives the step it waits on (the
+ * proxy on a stream's island step, gbCommSplit's caller on its proxy step),
+ * so that the step's timeout, which names the peer it waited on, speaks
+ * first. */
+#define GB_PROXY_STEP_GRACE_S 2
+
 /* One step: fn(arg) on the proxy thread, then freeArg(arg). The closures
  * come from stage/ backends and core/ (the call check, split's exchanges);
  * the proxy knows no collective. */

@@ -115,17 +115,39 @@ gbResult_t gbNetTcpAnswerPoll(gbNetConn_t* c) {
 
 void gbNetTcpAnswerExpect(gbNetConn_t* c) { c->answerLeft = sizeof(answer_t); }
 
-int gbNetTcpAsk(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_t deadline, gbNetCause_t* out) {
+/* One socket to addr carrying hello (as socket 0 of 1) and, when cause is
+ * not NULL, the cause after it; -1 when it could not be sent. A fresh
+ * socket's buffer takes both at once; what was sent stays readable after a
+ * close. Quiet. */
+static int sendHello(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbNetCause_t* cause,
+                     gbDeadline_t deadline) {
   int fd;
-  if (gbSockConnectOnce(addr, deadline, NULL, &fd) != 0) return 0;
-  gbNetHello_t h = *hello;
-  h.sockIndex = 0;
-  h.nsocks = 1;
+  if (gbSockConnectOnce(addr, deadline, NULL, &fd) != 0) return -1;
+  struct {
+    gbNetHello_t hello;
+    gbNetCause_t cause;
+  } msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.hello = *hello;
+  msg.hello.sockIndex = 0;
+  msg.hello.nsocks = 1;
+  if (cause) msg.cause = *cause;
+  size_t bytes = cause ? sizeof(msg) : sizeof(msg.hello);
+  char err[128];
+  if (gbSockTrySend(fd, &msg, bytes, err, sizeof(err)) != (ssize_t)bytes) {
+    gbSockClose(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int gbNetTcpAsk(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_t deadline, gbNetCause_t* out) {
+  int fd = sendHello(addr, hello, NULL, deadline);
+  if (fd < 0) return 0;
   answer_t a;
   size_t got = 0;
   char err[128];
-  /* A fresh socket's buffer takes the hello at once. */
-  int ok = gbSockTrySend(fd, &h, sizeof(h), err, sizeof(err)) == (ssize_t)sizeof(h);
+  int ok = 1;
   while (ok && got < sizeof(a)) {
     struct pollfd p = {fd, POLLIN, 0};
     if (gbDeadlinePassed(deadline) || (poll(&p, 1, gbDeadlineRemainingMs(deadline, 50)) < 0 && errno != EINTR)) {
@@ -143,22 +165,8 @@ int gbNetTcpAsk(const gbSockAddr_t* addr, const gbNetHello_t* hello, gbDeadline_
 }
 
 void gbNetTcpTell(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbNetCause_t* cause, gbDeadline_t deadline) {
-  int fd;
-  if (gbSockConnectOnce(addr, deadline, NULL, &fd) != 0) return;
-  struct {
-    gbNetHello_t hello;
-    gbNetCause_t cause;
-  } msg;
-  memset(&msg, 0, sizeof(msg));
-  msg.hello = *hello;
-  msg.hello.sockIndex = 0;
-  msg.hello.nsocks = 1;
-  msg.cause = *cause;
-  char err[128];
-  /* A fresh socket's buffer takes it at once; what was sent stays readable
-   * after the close. */
-  (void)gbSockTrySend(fd, &msg, sizeof(msg), err, sizeof(err));
-  gbSockClose(fd);
+  int fd = sendHello(addr, hello, cause, deadline);
+  if (fd >= 0) gbSockClose(fd);
 }
 
 int gbNetTcpToldOn(int fd, gbNetCause_t* out) {

@@ -176,20 +176,23 @@ gbResult_t gbNetTcpShmAnswer(gbNetConn_t* c, gbDeadline_t deadline, const atomic
   return res;
 }
 
+int gbNetTcpShmTold(gbNetConn_t* c, gbNetCause_t* out) {
+  if (c == NULL || !c->shm || !atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) return 0;
+  memcpy(out, &c->shm->rx->cause, sizeof(*out));
+  return gbNetCauseSanitize(out);
+}
+
 /* The peer's end, as this rank sees it: with the cause it left in the
  * segment (relayed: it names the rank that failed first), or without one
  * (the peer died, or did not say). */
 static gbResult_t peerGone(gbNetConn_t* c, int closed) {
   char msg[sizeof(c->errMsg)];
   gbNetCause_t k;
-  if (atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) {
-    memcpy(&k, &c->shm->rx->cause, sizeof(k));
-    if (gbNetCauseSanitize(&k)) {
-      gbNetCauseText(msg, sizeof(msg), c->group, c->peerRank, &k, " (shared memory)");
-      return gbNetTcpConnFail(c, gbRemoteError, msg, &k);
-    }
-    closed = 1;
+  if (gbNetTcpShmTold(c, &k)) {
+    gbNetCauseText(msg, sizeof(msg), c->group, c->peerRank, &k, " (shared memory)");
+    return gbNetTcpConnFail(c, gbRemoteError, msg, &k);
   }
+  if (atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) closed = 1;
   snprintf(msg, sizeof(msg), "%s: rank %d %s without telling why (%s; see its log) (shared memory)", c->group,
            c->peerRank, closed ? "shut the connection down" : "closed the connection",
            closed ? "it failed" : "it died or was killed");
@@ -269,12 +272,6 @@ void gbNetTcpShmShutdown(gbNetConn_t* c, const gbNetCause_t* cause) {
    * cause being written: closed's release store publishes it. */
   if (cause) memcpy(&c->shm->tx->cause, cause, sizeof(*cause));
   atomic_store_explicit(&c->shm->tx->closed, 1, memory_order_release);
-}
-
-int gbNetTcpShmTold(gbNetConn_t* c, gbNetCause_t* out) {
-  if (c == NULL || !c->shm || !atomic_load_explicit(&c->shm->rx->closed, memory_order_acquire)) return 0;
-  memcpy(out, &c->shm->rx->cause, sizeof(*out));
-  return gbNetCauseSanitize(out);
 }
 
 void gbNetTcpShmClose(gbNetConn_t* c) {
