@@ -147,6 +147,23 @@ static gbResult_t storeRendezvous(gbBootEnv_t* out, const launcherVars_t* l, con
   return res;
 }
 
+/* A heterogeneous step (srun ... : ..., or --het-group=0,1) numbers its
+ * tasks from component 0's first node on, but SLURM_STEP_NODELIST lists the
+ * step's nodes sorted, so component 0 may not be first there. Slurm names
+ * each component's nodes (SLURM_JOB_NODELIST_HET_GROUP_<n>; srun's own
+ * steps say _PACK_GROUP_<n>). A step without component 0 (srun
+ * --het-group=1 inside the job) keeps those names from the batch script:
+ * it does not run on component 0's first node, so the step list decides. */
+static int hetFirstNode(char* out, size_t len) {
+  int size = 0;
+  if (readInt("SLURM_HET_SIZE", &size) != 1 && readInt("SLURM_PACK_SIZE", &size) != 1) return 0;
+  if (size < 2) return 0;
+  const char* comp0 = getenv("SLURM_JOB_NODELIST_HET_GROUP_0");
+  if (!comp0 || !*comp0) comp0 = getenv("SLURM_JOB_NODELIST_PACK_GROUP_0");
+  const char* step = getenv("SLURM_STEP_NODELIST");
+  return gbBootHostlistFirst(comp0, out, len) && gbBootHostlistHas(step, out);
+}
+
 gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   memset(out, 0, sizeof(*out));
   char problem[480] = "";
@@ -231,6 +248,11 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   if ((!addr || !*addr) && sizeKnown && haveLocalSize && localSize == out->nranks)
     addr = "127.0.0.1"; /* every rank on this host */
   char firstNode[256];
+  if ((!addr || !*addr) && strcmp(l->launcher, "slurm") == 0 && hetFirstNode(firstNode, sizeof(firstNode))) {
+    addr = firstNode;
+    GB_INFO(GB_LOG_INIT, "MASTER_ADDR is not set: the rendezvous is on %s, the first node of the heterogeneous "
+            "job's component 0 (SLURM_JOB_NODELIST_HET_GROUP_0)", addr);
+  }
   if ((!addr || !*addr) && strcmp(l->launcher, "slurm") == 0) {
     /* srun puts task 0 on the step's first node. */
     const char* lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};

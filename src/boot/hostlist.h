@@ -10,4 +10,8 @@
  * unclosed bracket, an empty name) or out is too small. */
 int gbBootHostlistFirst(const char* list, char* out, size_t len);
 
+/* Whether host is one of list's hosts ("node[08-10]" has node09, not node9).
+ * 0 as well when list is empty or malformed. */
+int gbBootHostlistHas(const char* list, const char* host);
+
 #endif
