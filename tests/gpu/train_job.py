@@ -21,6 +21,9 @@ refuses two ranks on one GPU, gpubridge's split-test and emulated-AMD
 islands of one rank each do not.
 
     torchrun --standalone --nproc_per_node 2 tests/gpu/train_job.py [--steps 20] [--fsdp] [--backend gpubridge]
+
+--device cpu trains on CPU tensors (simulated islands: the cluster kit's
+check in CI, scripts/cluster/train.py), --width the hidden layer's width.
 """
 import argparse
 import os
@@ -70,14 +73,14 @@ def checks(rank, n, dev):
     print("checks ok: rank %d" % rank, flush=True)
 
 
-def make_model():
+def make_model(width, dev):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 512)).cuda()
+    return torch.nn.Sequential(torch.nn.Linear(512, width), torch.nn.ReLU(), torch.nn.Linear(width, 512)).to(dev)
 
 
 def wrap(model, local, fsdp):
     if not fsdp:
-        return DDP(model, device_ids=[local])
+        return DDP(model, device_ids=[local] if local is not None else None)
     from torch.distributed.fsdp import fully_shard
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
@@ -91,21 +94,21 @@ def full_parameters(model):
     return torch.cat([p.detach().reshape(-1) for p in parts])
 
 
-def train(rank, n, local, steps, fsdp, plays):
+def train(rank, n, local, steps, fsdp, plays, width=2048, dev="cuda"):
     """plays > 0: this one process trains on the batches of `plays` ranks at
     once (world size 1), the same global step as DDP over that many ranks:
     the one-GPU reference, since NCCL refuses two ranks on one GPU."""
     mode = "fsdp" if fsdp else "ddp"
-    model = wrap(make_model(), local, fsdp)
+    model = wrap(make_model(width, dev), local, fsdp)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss = None
     ranks, world = ([rank], n) if plays == 0 else (range(plays), plays)
     for step in range(steps):
         xs, ys = [], []
         for r in ranks:
-            g = torch.Generator(device="cuda").manual_seed(1000 + step * world + r)
-            xs.append(torch.randn(64, 512, device="cuda", generator=g))
-            ys.append(torch.randn(64, 512, device="cuda", generator=g))
+            g = torch.Generator(device=dev).manual_seed(1000 + step * world + r)
+            xs.append(torch.randn(64, 512, device=dev, generator=g))
+            ys.append(torch.randn(64, 512, device=dev, generator=g))
         out = model(torch.cat(xs))
         y = torch.cat(ys)
         loss = torch.nn.functional.mse_loss(out, y)
@@ -118,7 +121,7 @@ def train(rank, n, local, steps, fsdp, plays):
     flat = full_parameters(model)
     words = flat.view(torch.int32).to(torch.int64)
     weights = torch.arange(words.numel(), device=words.device, dtype=torch.int64) % 9973 + 1
-    digest = torch.tensor([int(((words % 1000003) * weights).sum().item())], dtype=torch.int64, device="cuda")
+    digest = torch.tensor([int(((words % 1000003) * weights).sum().item())], dtype=torch.int64, device=dev)
     lo, hi = digest.clone(), digest.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
@@ -134,16 +137,22 @@ def main():
     p.add_argument("--backend", default="nccl", choices=("nccl", "gpubridge"))
     p.add_argument("--plays", type=int, default=0, metavar="N",
                    help="world size 1: train on the batches of N ranks at once (the one-GPU reference)")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                   help="cpu: CPU tensors (simulated islands, no GPU)")
+    p.add_argument("--width", type=int, default=2048, help="the hidden layer's width")
     a = p.parse_args()
-    local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
-    torch.cuda.set_device(local)
+    local, dev = None, torch.device("cpu")
+    if a.device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
+        torch.cuda.set_device(local)
+        dev = torch.device("cuda", local)
     if a.backend == "gpubridge":
         import gpubridge  # noqa: F401  (registers the backend)
     dist.init_process_group(a.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
     if a.plays == 0:
-        checks(rank, n, torch.device("cuda", local))
-    train(rank, n, local, a.steps, a.fsdp, a.plays)
+        checks(rank, n, dev)
+    train(rank, n, local, a.steps, a.fsdp, a.plays, a.width, dev)
     dist.destroy_process_group()
 
 
