@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Step 2 of the cluster kit: the ladder. gpubridge-perf (every result
+checked, nccl-tests-style figures) on ever larger jobs, each rung under a
+hard time limit, stopping at the first rung that fails:
+
+  one-gpu-nvidia, one-gpu-amd   a job of one rank on each vendor's node
+  island-nvidia, island-amd     one island of RANKS ranks on each node
+  split-nvidia                  RANKS ranks of one vendor split into two
+                                islands (GPUBRIDGE_SPLIT_TEST=half): the bridge
+                                on one node
+  mixed                         the NVIDIA node's ranks and the AMD node's in
+                                one job: a heterogeneous Slurm step (nvidia
+                                partition : amd partition), or gpubridge-run
+                                --vendors without Slurm; with --phases, so
+                                rank 0's bridge time is measured
+
+Every one-vendor rung also runs the vendor library alone (--baseline: NCCL
+or RCCL on the same GPUs) unless --simulate. Writes OUT/ladder/RUNG-COLL.log
+and .json (gpubridge-perf -J) and the step's part of OUT/results.json: per
+rung its command, time, exit, topology, vendor libraries, the GPUBRIDGE_*
+variables rank 0 read, and every row's figures.
+
+    scripts/cluster/ladder.py --out DIR [--collectives all_reduce,all_gather] [-b 8 -e 256M -f 4]
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kit  # noqa: E402
+
+
+def rungs(a):
+    """(name, components [(vendor, ranks, env)], baseline applies, phases)."""
+    r = a.ranks
+    split = {"GPUBRIDGE_SPLIT_TEST": "half"}
+    if a.launcher == "local" and not a.simulate:
+        return [("one-gpu", [("gpu", 1, {})], True, False), ("island", [("gpu", r, {})], True, False),
+                ("split", [("gpu", r, split)], True, False), ("mixed", [("nvidia", r, {}), ("amd", r, {})], False, True)]
+    return [("one-gpu-nvidia", [("nvidia", 1, {})], True, False), ("one-gpu-amd", [("amd", 1, {})], True, False),
+            ("island-nvidia", [("nvidia", r, {})], True, False), ("island-amd", [("amd", r, {})], True, False),
+            ("split-nvidia", [("nvidia", r, split)], True, False),
+            ("mixed", [("nvidia", r, {}), ("amd", r, {})], False, True)]
+
+
+def command(a, comps, perf, limit):
+    if a.launcher == "slurm":
+        return kit.srun(a, comps, perf, limit), None
+    n = sum(c[1] for c in comps)
+    env = {k: v for c in comps for k, v in c[2].items()}
+    line = [kit.tool(a, "gpubridge-run"), "-n", str(n), "--timeout", str(limit)]
+    if len(comps) > 1 or comps[0][0] == "mixed":
+        line += ["--vendors", a.vendors or ",".join("%s:%d" % c[:2] for c in comps)]
+    elif a.simulate:
+        line += ["--vendors", "%s:%d" % comps[0][:2]]
+    return line + ["--"] + perf, kit.local_env(env)
+
+
+def read_json(path):
+    meta, rows = {}, []
+    if os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line:
+                obj = json.loads(line)
+                if "meta" in obj:
+                    meta = obj["meta"]
+                else:
+                    rows.append(obj)
+    return meta, rows
+
+
+def wrong(rows):
+    return sum(r.get(k, {}).get("wrong", 0) for r in rows for k in ("out_of_place", "in_place"))
+
+
+def main():
+    def extra(p):
+        p.add_argument("--collectives", default="all_reduce", help="comma-separated (all_reduce)")
+        p.add_argument("-b", "--minbytes", default="8")
+        p.add_argument("-e", "--maxbytes", default="256M")
+        p.add_argument("-f", "--stepfactor", default="4")
+        p.add_argument("-n", "--iters", default="20")
+        p.add_argument("-w", "--warmup", default="2")
+        p.add_argument("--rung-timeout", type=int, default=300, help="each rung's hard time limit, seconds (300)")
+        p.add_argument("--only", help="run only the rungs whose name contains this")
+    a = kit.options(__doc__, extra)
+    results = kit.load(a)
+    kit.describe(a, results)
+    perf = kit.tool(a, "gpubridge-perf")
+    d = os.path.join(a.out, "ladder")
+    os.makedirs(d, exist_ok=True)
+    step = {"ok": False, "rungs": [], "collectives": a.collectives.split(",")}
+    results["steps"]["ladder"] = step
+    for name, comps, baseline, phases in rungs(a):
+        if a.only and a.only not in name:
+            continue
+        for coll in step["collectives"]:
+            tag = "%s-%s" % (name, coll)
+            js = os.path.join(d, tag + ".json")
+            if os.path.exists(js):
+                os.remove(js)
+            args = [perf, coll, "-b", a.minbytes, "-e", a.maxbytes, "-f", a.stepfactor, "-n", a.iters,
+                    "-w", a.warmup, "-c", "1", "-J", js]
+            use_baseline = baseline and not a.simulate
+            args += ["--baseline"] if use_baseline else []
+            args += ["--phases"] if phases else []
+            line, env = command(a, comps, args, a.rung_timeout)
+            p = kit.run(line, a.rung_timeout, env=env, log=os.path.join(d, tag + ".log"))
+            meta, rows = read_json(js)
+            rung = {"name": name, "collective": coll, "exit": p.returncode, "seconds": round(p.seconds, 2),
+                    "command": " ".join(line), "log": "ladder/%s.log" % tag, "baseline": use_baseline,
+                    "components": [{"vendor": v, "ranks": n, "env": e} for v, n, e in comps],
+                    "topology": {k: meta.get(k) for k in ("nranks", "nislands", "layout", "policy", "mode",
+                                                          "split_test", "timing")},
+                    "ranks": meta.get("ranks", []), "env_rank0": meta.get("env_rank0", {}),
+                    "gpubridge_version": meta.get("gpubridge_version"), "rows": rows, "wrong": wrong(rows)}
+            rung["vendor_libraries"] = sorted(set(r.get("vendor_library") for r in rung["ranks"]
+                                                  if r.get("vendor_library")))
+            step["rungs"].append(rung)
+            why = None
+            if p.returncode == 124:
+                why = "stopped at its time limit (%d s)" % a.rung_timeout
+            elif p.returncode != 0:
+                why = "exit %d" % p.returncode
+            elif not rows:
+                why = "no results in %s" % js
+            elif rung["wrong"]:
+                why = "%d wrong elements" % rung["wrong"]
+            rung["ok"] = why is None
+            kit.save(a, results)
+            if why:
+                tail = "\n".join(p.stdout.splitlines()[-15:])
+                kit.die("ladder: rung %s (%s) failed: %s; the rungs after it were not run. Its log: %s\n%s"
+                        % (name, coll, why, os.path.join(d, tag + ".log"), tail))
+            big = rows[-1]
+            print("rung %-15s %-14s ok: %d sizes, 0 wrong, %s, %s B: %.1f us, busbw %.3f GB/s (%.1f s)"
+                  % (name, coll, len(rows), meta.get("layout"), big["size_bytes"], big["out_of_place"]["time_us"],
+                     big["out_of_place"]["busbw_gbps"], p.seconds))
+    step["ok"] = True
+    kit.save(a, results)
+    print("ladder: PASS, %d rungs" % len(step["rungs"]))
+
+
+if __name__ == "__main__":
+    main()
