@@ -91,6 +91,42 @@ def leader_time(L, S, alpha, B, topology="gpubridge", hosts_differ=True):
 
 # ---------------------------------------------------------------- one job
 
+AUTO_SPLIT_RAIL_BYTES_K2 = 2 * MIB    # plan/plan.c: auto's split-rail thresholds
+AUTO_SPLIT_RAIL_BYTES_K3 = 32 * MIB
+
+
+def auto_rails(S, k):
+    """The rails policy auto uses for one all-reduce call of S bytes with k
+    possible rails (plan/plan.c): split-rail from 2 MiB at k = 2 and from
+    32 MiB at k >= 3, else hierarchical (one rail)."""
+    if k >= 3 and S >= AUTO_SPLIT_RAIL_BYTES_K3:
+        return k
+    if k == 2 and S >= AUTO_SPLIT_RAIL_BYTES_K2:
+        return k
+    return 1
+
+
+def model_step(total_bytes, bucket_bytes, ranks, islands, rails=1, auto=True, **kw):
+    """A step's gradients all-reduced in calls of bucket_bytes (DDP's
+    buckets, 25 MiB by default; 0: one call), one after another: the sum of
+    model_allreduce over the calls. auto: the rails each call gets under
+    GPUBRIDGE_POLICY=auto (auto_rails), else rails as given."""
+    b = bucket_bytes if bucket_bytes and bucket_bytes < total_bytes else total_bytes
+    full, rest = divmod(total_bytes, b)
+    out = {"total_s": 0.0, "bridge_s": 0.0, "island_s": 0.0, "calls": 0}
+    kmax = max(1, min(rails, ranks // max(1, islands)))
+    for size, count in ((b, full), (rest, 1 if rest else 0)):
+        if not count:
+            continue
+        k = auto_rails(size, kmax) if auto else kmax
+        r = model_allreduce(size, ranks, islands, rails=k, **kw)
+        for key in ("total_s", "bridge_s", "island_s"):
+            out[key] += count * r[key]
+        out["calls"] += count
+        out.setdefault("per_call", r)
+    return out
+
+
 def chunk_bytes(S, chunk=None):
     """plan/sizes.h's GPU rule unless chunk is given: 8 MiB chunks under
     64 MiB, else 16 MiB."""
@@ -155,18 +191,29 @@ def share_of_step(bridge_s, step_s, overlap=0.0):
 
 # ---------------------------------------------------------------- simulated machine
 
-def sim_features(N, L, S):
-    """The simulated job's cost on one machine: every rank's work shares the
-    same cores, so T = a0 + a1*N + S*(b_isl*(N-L) + b_br*L) (island steps
-    move each byte through the N-L non-leaders, the bridge through the L
-    leaders; alpha grows with the ranks polling the same cores)."""
-    return [1.0, float(N), S * (N - L), S * float(L)]
+def sim_features(N, L, S, ring_min=RING_MIN_BYTES):
+    """The simulated job's cost on one machine, where all N ranks share the
+    same cores:
+
+        T = a0 + a_hop * N * n + a_ring * [S >= ring_min] * N * n
+              + S * (b_isl * (N - L) + b_br * L)
+
+    n = N / L ranks an island. A hop of an island's chain or ring (n - 1 of
+    them) waits for a wake-up among the N processes on the cores: N * n;
+    from GPUBRIDGE_RING_MIN_BYTES the host island's ring adds its own hops
+    (a_ring). Each byte crosses the N - L non-leaders' island steps and the L
+    leaders' staging and fold, all on the same cores."""
+    n = N / L
+    return [1.0, N * n, (1.0 if S >= ring_min else 0.0) * N * n, S * (N - L), S * float(L)]
+
+
+SIM_CONSTANTS = ("a0 us", "a_hop us", "a_ring us", "b_isl ns/B", "b_br ns/B")
 
 
 def fit(rows):
     """Least squares of time_s on sim_features over rows (N, L, S, time_s),
-    each row weighted by 1/time (relative error): returns the 4 constants."""
-    n = 4
+    each row weighted by 1/time (relative error): returns the constants."""
+    n = len(sim_features(1, 1, 1))
     A = [[0.0] * n for _ in range(n)]
     y = [0.0] * n
     for N, L, S, t in rows:
@@ -210,16 +257,17 @@ def cpu_busy(window=1.0):
     return 1.0 - (i1 - i0) / max(1, t1 - t0)
 
 
-def wait_quiet(deadline_s, max_load=0.7, max_busy=0.25):
-    """Waits until the machine is quiet: the 1-minute load under max_load,
-    or (since our own previous job keeps that average up for a minute) the
-    CPUs under max_busy busy over one second. Returns (loadavg, busy)."""
+def wait_quiet(deadline_s, max_busy=0.1):
+    """Waits, until deadline_s at most, for a quiet machine: the CPUs under
+    max_busy busy in each of two one-second samples. The 1-minute load is
+    read and recorded, not waited on: our own previous job keeps it up for a
+    minute after it ended. Returns (loadavg, busy)."""
     end = time.time() + deadline_s
     while True:
         with open("/proc/loadavg") as f:
             load = float(f.read().split()[0])
-        busy = cpu_busy()
-        if load < max_load or busy < max_busy or time.time() > end:
+        busy = max(cpu_busy(), cpu_busy())
+        if busy < max_busy or time.time() > end:
             return load, busy
 
 
@@ -254,49 +302,73 @@ def run_job(build, N, L, sizes, iters, timeout):
         return res, wall
 
 
-def check(args):
-    sizes = [4 * KIB, 128 * KIB, 4 * MIB]   # one job: -b 4K -e 4M -f 32
-    small = [(4, 2), (6, 3), (8, 2), (8, 4)]
-    large = [(N, L) for N, L in [(16, 2), (16, 4), (16, 8), (24, 3), (32, 2), (32, 4), (32, 8), (48, 6),
-                                 (64, 8)] if N <= args.max_ranks]
-    print("# scale_check: %s, %d cores, gpubridge-perf all_reduce hierarchical, best of %d runs"
-          % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count(), args.repeats))
-    meas, loads = {}, []
-    for N, L in small + large:
+SMALL_JOBS = [(4, 2), (6, 3), (8, 2), (8, 4), (16, 2), (16, 4), (16, 8)]
+LARGE_JOBS = [(24, 3), (32, 2), (32, 4), (32, 8), (48, 6), (64, 8), (96, 8), (128, 8)]
+CHECK_SIZES = [4 * KIB, 128 * KIB, 4 * MIB]   # one job: -b 4K -e 4M -f 32
+
+
+def measure(args):
+    """Runs every job args.repeats times; the best time per size."""
+    large = [j for j in LARGE_JOBS if j[0] <= args.max_ranks]
+    print("# scale_check: %s, %d cores, gpubridge-perf all_reduce, GPUBRIDGE_POLICY=hierarchical, -n %d, "
+          "best of %d runs" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count(), args.iters, args.repeats))
+    meas, loads = [], []
+    for N, L in SMALL_JOBS + large:
         best = {}
         for _ in range(args.repeats):
             load, busy = wait_quiet(args.quiet_deadline)
             loads.append((load, busy))
             try:
-                r, wall = run_job(args.build, N, L, sizes, args.iters, args.timeout)
+                r, wall = run_job(args.build, N, L, CHECK_SIZES, args.iters, args.timeout)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
-                print("# N %d L %d failed: %s" % (N, L, str(e).splitlines()[0][:200]))
-                r = {}
+                print("# N %d L %d failed: %s" % (N, L, str(e).splitlines()[0][:200]), flush=True)
+                break
             for s, t in r.items():
                 best[s] = min(best.get(s, t), t)
             print("# N %3d L %d  load %.2f busy %.2f  wall %.1f s  %s" % (
-                N, L, load, busy, wall if r else float("nan"),
-                " ".join("%d:%.3gms" % (s, t * 1e3) for s, t in sorted(r.items()))), flush=True)
-        if best:
-            meas[(N, L)] = best
-    rows = [(N, L, s, t) for (N, L) in small if (N, L) in meas for s, t in meas[(N, L)].items()]
-    consts = fit(rows)
-    print("# fitted on N<=8: a0 %.1f us, a1 %.1f us/rank, b_isl %.3f ns/B/non-leader, b_br %.3f ns/B/leader"
-          % (consts[0] * 1e6, consts[1] * 1e6, consts[2] * 1e9, consts[3] * 1e9))
-    print("| ranks | islands | bytes | measured ms | predicted ms | ratio |")
+                N, L, load, busy, wall, " ".join("%d:%.3gms" % (s, t * 1e3) for s, t in sorted(r.items()))),
+                flush=True)
+        meas += [[N, L, s, t] for s, t in sorted(best.items())]
+    return {"date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(), "repeats": args.repeats,
+            "iters": args.iters, "loads": loads, "rows": meas}
+
+
+def report(data):
+    """Fits on the small jobs, prints predicted against measured for the others."""
+    small = set(SMALL_JOBS)
+    rows = [tuple(r) for r in data["rows"]]
+    consts = fit([r for r in rows if (r[0], r[1]) in small])
+    scale = (1e6, 1e6, 1e6, 1e9, 1e9)
+    print("# fitted on jobs of up to 16 ranks: " + ", ".join(
+        "%s %.3f" % (n, c * k) for n, c, k in zip(SIM_CONSTANTS, consts, scale)))
+    print("| ranks | islands | bytes | measured ms | predicted ms | measured / predicted |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    ratios = []
-    for N, L in large:
-        for s, t in sorted(meas.get((N, L), {}).items()):
-            pr = sim_predict(consts, N, L, s)
-            ratios.append(t / pr)
-            print("| %d | %d | %d | %.3f | %.3f | %.2f |" % (N, L, s, t * 1e3, pr * 1e3, t / pr))
-    print("# load before runs: loadavg %.2f-%.2f, busy %.2f-%.2f" % (
+    ratios, jobs = [], set()
+    for N, L, s, t in rows:
+        if (N, L) in small:
+            continue
+        pr = sim_predict(consts, N, L, s)
+        ratios.append(t / pr)
+        jobs.add((N, L))
+        print("| %d | %d | %d | %.3f | %.3f | %.2f |" % (N, L, s, t * 1e3, pr * 1e3, t / pr))
+    loads = data.get("loads") or [(float("nan"), float("nan"))]
+    print("# before each run: loadavg %.2f-%.2f, CPUs busy %.2f-%.2f (1 s sample)" % (
         min(l for l, _ in loads), max(l for l, _ in loads), min(b for _, b in loads), max(b for _, b in loads)))
     print("scale_check jobs %d ratio_min %.2f ratio_max %.2f" % (
-        len([k for k in large if k in meas]), min(ratios) if ratios else float("nan"),
-        max(ratios) if ratios else float("nan")))
+        len(jobs), min(ratios) if ratios else float("nan"), max(ratios) if ratios else float("nan")))
     return 0 if ratios else 1
+
+
+def check(args):
+    if args.refit:
+        with open(args.refit) as f:
+            return report(json.load(f))
+    data = measure(args)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(data, f)
+    return report(data)
 
 
 def size_arg(text):
@@ -321,30 +393,40 @@ def main(argv=None):
     ap.add_argument("--handover-us", type=float, default=20.0, help="fixed cost per chunk and direction, us")
     ap.add_argument("--chunk", default=None, help="chunk bytes (default: plan/sizes.h's GPU rule)")
     ap.add_argument("--bytes", default="1G", help="bytes all-reduced per step (gradients)")
+    ap.add_argument("--bucket", default="25M", help="bytes per all-reduce call (DDP's bucket); 0: one call")
+    ap.add_argument("--no-auto", action="store_true", help="use --rails for every call (GPUBRIDGE_POLICY=split-rail)"
+                    " instead of auto's thresholds (split-rail from 2 MiB at k = 2, 32 MiB at k >= 3)")
     ap.add_argument("--step-ms", type=float, default=0.0, help="the step's time, ms (for the share)")
     ap.add_argument("--overlap", type=float, default=0.0, help="fraction of the all-reduce hidden by compute")
     ap.add_argument("--check", action="store_true", help="run simulated jobs and compare with the model")
     ap.add_argument("--build", default="build")
-    ap.add_argument("--max-ranks", type=int, default=48, help="--check: largest job")
-    ap.add_argument("--repeats", type=int, default=2, help="--check: runs per job, best kept")
+    ap.add_argument("--max-ranks", type=int, default=64, help="--check: largest job")
+    ap.add_argument("--repeats", type=int, default=3, help="--check: runs per job, best kept")
+    ap.add_argument("--json", default=None, help="--check: also write the measurements here")
+    ap.add_argument("--refit", default=None, help="--check: fit and report a --json file, run nothing")
     ap.add_argument("--iters", type=int, default=3, help="--check: timed iterations per size")
     ap.add_argument("--timeout", type=int, default=240, help="--check: seconds per job")
-    ap.add_argument("--quiet-deadline", type=float, default=30.0, help="--check: seconds to wait for low load")
+    ap.add_argument("--quiet-deadline", type=float, default=120.0,
+                    help="--check: seconds to wait for a quiet machine before each run")
     a = ap.parse_args(argv)
-    if a.check:
+    if a.check or a.refit:
         return check(a)
     S = size_arg(a.bytes)
-    kw = dict(rails=a.rails, link_Bps=a.link_gbps * 1e9 / 8, alpha=a.alpha_us * 1e-6,
+    bucket = size_arg(a.bucket) if a.bucket else 0
+    kw = dict(link_Bps=a.link_gbps * 1e9 / 8, alpha=a.alpha_us * 1e-6,
               island_Bps=a.island_gbs * 1e9, island_alpha=a.island_alpha_us * 1e-6, pcie_Bps=a.pcie_gbs * 1e9,
               fold_Bps=a.fold_gbs * 1e9 or None, handover=a.handover_us * 1e-6,
               chunk=size_arg(a.chunk) if a.chunk else None)
-    r = model_allreduce(S, a.ranks, a.islands, topology=a.topology, **kw)
-    print("job: %d ranks, %d islands of %g, %d rail(s), %g Gbit/s per link, %d bytes, leaders: %s (%s)"
-          % (a.ranks, a.islands, a.ranks / a.islands, r["rails"], a.link_gbps, S, a.topology, r["algorithm"]))
-    print("chunks %d of %d B; slowest stage: %s" % (r["chunks"], r["chunk_bytes"], r["bottleneck"]))
+    r = model_step(S, bucket, a.ranks, a.islands, rails=a.rails, auto=not a.no_auto, topology=a.topology, **kw)
+    c = r["per_call"]
+    print("job: %d ranks, %d islands of %g, %g Gbit/s per link, %d bytes in %d call(s) of up to %d, leaders: %s (%s)"
+          % (a.ranks, a.islands, a.ranks / a.islands, a.link_gbps, S, r["calls"], bucket or S, a.topology,
+             c["algorithm"]))
+    print("per call: %d rail(s), %d chunk(s) of %d B, slowest stage: %s" % (
+        c["rails"], c["chunks"], c["chunk_bytes"], c["bottleneck"]))
     for topo in ("ring", "tree", "exchange"):
-        o = model_allreduce(S, a.ranks, a.islands, topology=topo, **kw)
-        print("  leaders as %-8s total %.2f ms, bridge %.2f ms" % (topo, o["total_s"] * 1e3, o["bridge_s"] * 1e3))
+        o = model_step(S, bucket, a.ranks, a.islands, rails=a.rails, auto=not a.no_auto, topology=topo, **kw)
+        print("  leaders as %-8s all-reduce %.2f ms, bridge %.2f ms" % (topo, o["total_s"] * 1e3, o["bridge_s"] * 1e3))
     line = "bridge_ms %.3f allreduce_ms %.3f" % (r["bridge_s"] * 1e3, r["total_s"] * 1e3)
     if a.step_ms > 0:
         step = a.step_ms * 1e-3

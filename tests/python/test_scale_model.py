@@ -71,9 +71,12 @@ def main():
     close(m.share_of_step(0.03, 0.3, overlap=0.5), 0.05)
 
     # The fit recovers known constants from exact data.
-    true = [100e-6, 20e-6, 1e-9, 3e-9]
-    rows = [(N, L, S, m.sim_predict(true, N, L, S)) for N, L in [(4, 2), (6, 3), (8, 2), (8, 4)]
-            for S in (4096, 131072, 4 * MIB)]
+    # Features by hand: N 8, L 2 (islands of 4), 128 KiB from the ring's threshold.
+    assert m.sim_features(8, 2, 131072) == [1.0, 32.0, 32.0, 131072 * 6, 131072 * 2.0]
+    assert m.sim_features(8, 4, 4096)[2] == 0.0
+    true = [100e-6, 5e-6, 20e-6, 1e-9, 3e-9]
+    rows = [(N, L, S, m.sim_predict(true, N, L, S)) for N, L in m.SMALL_JOBS
+            for S in m.CHECK_SIZES]
     for a, b in zip(m.fit(rows), true):
         close(a, b, rel=1e-6)
 
