@@ -309,3 +309,24 @@ if __name__ == "__main__":  # python3 slurm_rig.py: start, show, stop
     finally:
         c.down()
         print("left:", c.left())
+
+
+def run_suite(suite, body, deadline_s):
+    """A suite on a cluster of an nvidia and an amd node (4 CPUs each): up
+    within deadline_s, body(suite, cluster), then down whatever happened,
+    and a check that nothing of it is left. A stop by CTest's timeout
+    (SIGTERM) still tears it down. Ends with suite.done()."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    c = Cluster([("nvidia", 4), ("amd", 4)])
+    try:
+        t0 = time.monotonic()
+        c.up(deadline_s=deadline_s)
+        suite.check(True, "cluster up: slurmctld answers, gbn1 and gbn2 idle (%.1f s)" % (time.monotonic() - t0))
+        body(suite, c)
+    except RuntimeError as e:
+        suite.check(False, "cluster", str(e))
+    finally:
+        c.down()
+    left = c.left()
+    suite.check(not left, "nothing of the cluster left (daemons, namespaces, folder)", "\n".join(left))
+    suite.done()

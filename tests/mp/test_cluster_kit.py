@@ -17,7 +17,6 @@ training check); skips, saying why, only where the rig cannot run here.
 """
 import json
 import os
-import signal
 import sys
 import time
 
@@ -100,6 +99,28 @@ def check_tables(suite, text):
                 "tables: training rows and the metadata lines", text[:3000])
 
 
+def run_kit(suite, c):
+    out = os.path.join(c.dir, "kit")
+    cmd = [sys.executable, os.path.join(KIT, "run.py"), "--out", out, "--bin", os.path.join(BUILD, "bin"),
+           "--launcher", "slurm", "--simulate", "--ranks", "2",
+           "--ladder-args", "-b 8 -e 256K -f 32 -n 3 -w 1 --rung-timeout %d" % harness.scaled(60),
+           "--preflight-args", "--wait 20 --timeout %d" % harness.scaled(60),
+           "--link-args", "--mib 16 --python %s --timeout %d" % (sys.executable, harness.scaled(60)),
+           "--train-args", "--python %s --steps 3 --width 256 --timeout %d" % (sys.executable, harness.scaled(90))]
+    t0 = time.monotonic()
+    p = c.ctl(cmd, timeout=harness.scaled(240), env=job_env())
+    took = time.monotonic() - t0
+    suite.check(p.returncode == 0 and "kit: PASS" in p.stdout, "the kit: exit 0, PASS (%.1f s)" % took,
+                "rc %d\n%s\n%s" % (p.returncode, p.stdout[-5000:], p.stderr[-3000:]))
+    path = os.path.join(out, "results.json")
+    if suite.check(os.path.exists(path), "the results file is written", path):
+        with open(path) as f:
+            check_results(suite, json.load(f))
+    tables = os.path.join(out, "tables.md")
+    text = open(tables).read() if os.path.exists(tables) else ""
+    check_tables(suite, text)
+
+
 def main():
     suite = harness.Suite("test_cluster_kit")
     why = slurm_rig.unavailable()
@@ -111,37 +132,7 @@ def main():
     except ImportError:
         print("SKIP: the training check needs torch in %s (make test's .venv has it)" % sys.executable)
         sys.exit(77)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    c = slurm_rig.Cluster([("nvidia", 4), ("amd", 4)])
-    try:
-        c.up(deadline_s=harness.scaled(30))
-        out = os.path.join(c.dir, "kit")
-        cmd = [sys.executable, os.path.join(KIT, "run.py"), "--out", out, "--bin", os.path.join(BUILD, "bin"),
-               "--launcher", "slurm", "--simulate", "--ranks", "2",
-               "--ladder-args", "-b 8 -e 256K -f 32 -n 3 -w 1 --rung-timeout %d" % harness.scaled(60),
-               "--preflight-args", "--wait 20 --timeout %d" % harness.scaled(60),
-               "--link-args", "--mib 16 --python %s --timeout %d" % (sys.executable, harness.scaled(60)),
-               "--train-args", "--python %s --steps 3 --width 256 --timeout %d" % (sys.executable,
-                                                                                   harness.scaled(90))]
-        t0 = time.monotonic()
-        p = c.ctl(cmd, timeout=harness.scaled(240), env=job_env())
-        took = time.monotonic() - t0
-        suite.check(p.returncode == 0 and "kit: PASS" in p.stdout, "the kit: exit 0, PASS (%.1f s)" % took,
-                    "rc %d\n%s\n%s" % (p.returncode, p.stdout[-5000:], p.stderr[-3000:]))
-        path = os.path.join(out, "results.json")
-        if suite.check(os.path.exists(path), "the results file is written", path):
-            with open(path) as f:
-                check_results(suite, json.load(f))
-        tables = os.path.join(out, "tables.md")
-        text = open(tables).read() if os.path.exists(tables) else ""
-        check_tables(suite, text)
-    except RuntimeError as e:
-        suite.check(False, "cluster", str(e))
-    finally:
-        c.down()
-    left = c.left()
-    suite.check(not left, "nothing of the cluster left (daemons, namespaces, folder)", "\n".join(left))
-    suite.done()
+    slurm_rig.run_suite(suite, run_kit, harness.scaled(30))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ skips, saying why, only where they cannot be installed or run here.
 """
 import os
 import re
-import signal
 import sys
 import time
 
@@ -149,24 +148,13 @@ def main():
     if why:
         print("SKIP: " + why)
         sys.exit(77)
-    # A stop by CTest's timeout (SIGTERM) still tears the cluster down.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    c = slurm_rig.Cluster([("nvidia", 4), ("amd", 4)])
-    try:
-        t0 = time.monotonic()
-        c.up(deadline_s=harness.scaled(30))
-        suite.check(True, "cluster up: slurmctld answers, gbn1 and gbn2 idle (%.1f s)" % (time.monotonic() - t0))
-        only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
+
+    def cases(suite, c):
         for case in (srun_one_node, srun_het, sbatch_het):
             if only in case.__name__:
                 case(suite, c)
-    except RuntimeError as e:
-        suite.check(False, "cluster", str(e))
-    finally:
-        c.down()
-    left = c.left()
-    suite.check(not left, "nothing of the cluster left (daemons, namespaces, folder)", "\n".join(left))
-    suite.done()
+    slurm_rig.run_suite(suite, cases, harness.scaled(30))
 
 
 if __name__ == "__main__":
