@@ -8,10 +8,11 @@ import tempfile
 
 
 def size_arg(text):
-    """'64M' -> 67108864 (1024-based K/M/G, as gpubridge-perf)."""
+    """'64M' -> 67108864 (1024-based K/M/G, as gpubridge-perf; '64MB' and
+    '1.5G' too)."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper()
-    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
+    t = text.strip().upper().rstrip("B")
+    return int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(t)
 
 
 def sizes(lo, hi, factor=2):

@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from perfjob import size_arg
+
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 RING_MIN_BYTES = 64 * KIB          # GPUBRIDGE_RING_MIN_BYTES default
 REMOTE_SLOTS_MAX = 4               # GB_STAGE_REMOTE_MAX (src/stage/stage.h)
@@ -369,12 +371,6 @@ def check(args):
         with open(args.json, "w") as f:
             json.dump(data, f)
     return report(data)
-
-
-def size_arg(text):
-    t = text.strip().upper().rstrip("B")
-    units = {"K": KIB, "M": MIB, "G": GIB}
-    return int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(t)
 
 
 def main(argv=None):

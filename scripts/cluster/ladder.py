@@ -22,12 +22,13 @@ variables rank 0 read, and every row's figures.
 
     scripts/cluster/ladder.py --out DIR [--collectives all_reduce,all_gather] [-b 8 -e 256M -f 4]
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
 import kit  # noqa: E402
+from perfjob import read_json  # noqa: E402
 
 
 def rungs(a):
@@ -54,20 +55,6 @@ def command(a, comps, perf, limit):
     elif a.simulate:
         line += ["--vendors", "%s:%d" % comps[0][:2]]
     return line + ["--"] + perf, kit.local_env(env)
-
-
-def read_json(path):
-    meta, rows = {}, []
-    if os.path.exists(path):
-        for line in open(path):
-            line = line.strip()
-            if line:
-                obj = json.loads(line)
-                if "meta" in obj:
-                    meta = obj["meta"]
-                else:
-                    rows.append(obj)
-    return meta, rows
 
 
 def wrong(rows):
@@ -107,7 +94,7 @@ def main():
             args += ["--phases"] if phases else []
             line, env = command(a, comps, args, a.rung_timeout)
             p = kit.run(line, a.rung_timeout, env=env, log=os.path.join(d, tag + ".log"))
-            meta, rows = read_json(js)
+            meta, rows = read_json(js) if os.path.exists(js) else ({}, [])
             rung = {"name": name, "collective": coll, "exit": p.returncode, "seconds": round(p.seconds, 2),
                     "command": " ".join(line), "log": "ladder/%s.log" % tag, "baseline": use_baseline,
                     "components": [{"vendor": v, "ranks": n, "env": e} for v, n, e in comps],

@@ -7,10 +7,11 @@ the link), then tables: the ladder (every rung and size, against the vendor
 library alone where --baseline ran), the bridge time predicted against
 measured, and the training check. Prints to stdout.
 
-Predicted bridge time: docs/PERFORMANCE.md's model for islands on separate
-machines, T = 2(L-1) alpha_hop + 2(L-1)/L * S / (k B_link), L islands, k
-rails under split-rail (the smallest island's ranks; else 1), alpha_hop and
-B_link as the kit's link step measured them (one TCP stream between the
+Predicted bridge time: bench/scale_model.py's leader time (docs/SCALE.md:
+what gpubridge runs among L leaders for S bytes, one exchange or a ring of
+2(L-1) steps), each of k rails under split-rail (the smallest island's
+ranks; else 1) carrying S / k, alpha_hop and B_link as the kit's link step
+measured them (one TCP stream between the
 nodes: the bytes over the measured link bandwidth, not a model of
 gpubridge's own stages). Measured: rank 0's bridge phase (gpubridge-perf
 --phases, out of place) in the mixed rung.
@@ -18,7 +19,11 @@ gpubridge's own stages). Measured: rank 0's bridge phase (gpubridge-perf
     scripts/cluster/tables.py OUT/results.json [MORE/results.json ...]
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "bench"))
+import scale_model  # noqa: E402
 
 
 def fmt(x, digits=1):
@@ -46,7 +51,7 @@ def predicted_us(s, L, k, link):
     a, bw = link.get("alpha_hop_us"), link.get("bandwidth_gbps")
     if not a or not bw or L < 2:
         return None
-    return 2 * (L - 1) * a + 2.0 * (L - 1) / L * s / (k * bw * 1e9) * 1e6
+    return scale_model.leader_time(L, s / k, a * 1e-6, bw * 1e9) * 1e6
 
 
 def section(res, path):
@@ -103,8 +108,9 @@ def section(res, path):
             counts[rk.get("island")] = counts.get(rk.get("island"), 0) + 1
         k = min(counts.values()) if r["topology"].get("policy") == "split-rail" and counts else 1
         out.append("Bridge time of the mixed all_reduce, rank 0 (L = %d islands, k = %d rails, policy %s): "
-                   "predicted T = 2(L-1) alpha_hop + 2(L-1)/L * S / (k B_link) with the link step's alpha_hop "
-                   "and B_link (bytes over the measured TCP bandwidth), measured = gpubridge-perf --phases' "
+                   "predicted = bench/scale_model.py's leader time for S / k bytes (what gpubridge runs among "
+                   "the leaders: one exchange, or a ring of 2(L-1) steps) with the link step's alpha_hop and "
+                   "B_link (bytes over the measured TCP bandwidth), measured = gpubridge-perf --phases' "
                    "bridge phase." % (L, k, r["topology"].get("policy")))
         out.append("")
         out.append("| size | measured bridge (us) | predicted (us) | measured / predicted | call time (us) |")

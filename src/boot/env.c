@@ -248,13 +248,13 @@ gbResult_t gbBootEnvRead(gbBootEnv_t* out) {
   if ((!addr || !*addr) && sizeKnown && haveLocalSize && localSize == out->nranks)
     addr = "127.0.0.1"; /* every rank on this host */
   char firstNode[256];
-  if ((!addr || !*addr) && strcmp(l->launcher, "slurm") == 0 && hetFirstNode(firstNode, sizeof(firstNode))) {
-    addr = firstNode;
-    GB_INFO(GB_LOG_INIT, "MASTER_ADDR is not set: the rendezvous is on %s, the first node of the heterogeneous "
-            "job's component 0 (SLURM_JOB_NODELIST_HET_GROUP_0)", addr);
-  }
   if ((!addr || !*addr) && strcmp(l->launcher, "slurm") == 0) {
-    /* srun puts task 0 on the step's first node. */
+    /* srun puts task 0 on the step's first node, or on component 0's first of a heterogeneous step. */
+    if (hetFirstNode(firstNode, sizeof(firstNode))) {
+      addr = firstNode;
+      GB_INFO(GB_LOG_INIT, "MASTER_ADDR is not set: the rendezvous is on %s, the first node of the heterogeneous "
+              "job's component 0 (SLURM_JOB_NODELIST_HET_GROUP_0)", addr);
+    }
     const char* lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
     for (int i = 0; i < 3 && (!addr || !*addr); i++)
       if (gbBootHostlistFirst(getenv(lists[i]), firstNode, sizeof(firstNode))) {

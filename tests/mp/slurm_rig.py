@@ -315,7 +315,12 @@ def run_suite(suite, body, deadline_s):
     """A suite on a cluster of an nvidia and an amd node (4 CPUs each): up
     within deadline_s, body(suite, cluster), then down whatever happened,
     and a check that nothing of it is left. A stop by CTest's timeout
-    (SIGTERM) still tears it down. Ends with suite.done()."""
+    (SIGTERM) still tears it down. Ends with suite.done(); skips (exit 77)
+    saying why where the cluster cannot run."""
+    why = unavailable()
+    if why:
+        print("SKIP: " + why)
+        sys.exit(77)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     c = Cluster([("nvidia", 4), ("amd", 4)])
     try:
