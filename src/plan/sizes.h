@@ -59,11 +59,11 @@ int gbPlanSharedSlots(int stagingSlots);
  * 8 KiB each up to 64 KiB, then bytes / 16 KiB, at most 32 (the best of 8,
  * 16 and 32 KiB blocks at each size in the same run). */
 #define GB_PLAN_EXCHANGE_BYTES ((size_t)1 << 20)
-#define GB_PLAN_EXCHANGE_BLOCKS 32
+#define GB_PLAN_EXCHANGE_BLOCKS 128
 static inline int gbPlanTakesExchange(size_t bytes, size_t exchangeBytes) { return bytes > 0 && bytes <= exchangeBytes; }
 static inline int gbPlanExchangeBlocks(size_t bytes) {
   size_t b = bytes <= ((size_t)64 << 10) ? (bytes + (8 << 10) - 1) / (8 << 10) : bytes / (16 << 10);
-  return b < 1 ? 1 : b > GB_PLAN_EXCHANGE_BLOCKS ? GB_PLAN_EXCHANGE_BLOCKS : (int)b;
+  return b < 1 ? 1 : b > 32 ? 32 : (int)b;
 }
 
 /* A compressed fold takes every member's part at once: host groups of at

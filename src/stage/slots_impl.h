@@ -125,6 +125,7 @@ typedef struct gbSharedSlots {
   size_t exchangeBytes;
   uint64_t exchangeUses;
   void* exchangeStream; /* the last exchange's */
+  int exchangeGrid;     /* and its thread blocks (a GPU's: block b sets done[b], among others) */
 } gbSharedSlots_t;
 
 /* A stage over the slots: a host group's (shared or remote ops), or the

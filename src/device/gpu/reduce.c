@@ -54,9 +54,10 @@ typedef struct {
   void* ready;
   void* done;
   void* stop;
+  int ranges;
 } kernelArgs_t;
 _Static_assert(GB_REDUCE_MAX_SRCS == 8, "kernels/reduce.cu takes 8 sources: change both");
-_Static_assert(sizeof(kernelArgs_t) == 216 && offsetof(kernelArgs_t, count) == 80 &&
+_Static_assert(sizeof(kernelArgs_t) == 224 && offsetof(kernelArgs_t, ranges) == 216 && offsetof(kernelArgs_t, count) == 80 &&
                    offsetof(kernelArgs_t, nanRule) == 96 && offsetof(kernelArgs_t, use) == 112 &&
                    offsetof(kernelArgs_t, flags) == 128 && offsetof(kernelArgs_t, ready) == 192,
                "kernelArgs_t must match gbReduceKernelArgs in kernels/reduce.cu");
@@ -279,8 +280,9 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
   return launch(rt, a, &k, blocks, stream);
 }
 
-/* The same kernel in exchange mode: one block per range, all of them resident
- * at once is not needed (a block waits only on other members' blocks). */
+/* The same kernel in exchange mode: one thread block per `pieces` ranges,
+ * all of them resident at once is not needed (a block waits only on other
+ * members' blocks). */
 gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   GB_CHECK(gbDeviceExchangeCheck(x));
@@ -294,8 +296,9 @@ gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   k.ready = x->readyDev;
   k.done = x->doneDev;
   k.stop = x->stopDev;
+  k.ranges = x->blocks;
   for (int m = 0; m < x->red.nsrc; m++) k.flags[m] = x->flagsDev[m];
-  return launch(rt, &x->red, &k, (uint64_t)x->blocks, stream);
+  return launch(rt, &x->red, &k, (uint64_t)((x->blocks + x->pieces - 1) / x->pieces), stream);
 }
 
 gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr) {

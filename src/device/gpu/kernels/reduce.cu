@@ -28,13 +28,15 @@
  *
  * Exchange mode (flags[me] set: device/device.h's gbExchangeArgs_t): the
  * kernel is an all-reduce among the members of a shared host segment on its
- * own. Thread block b owns elements [count*b/G, count*(b+1)/G) of the G
- * blocks: once every member read this buffer's last use (it began the use
- * after), it copies my input's range into my part (mapped host memory),
- * sets its full flag in every member's flags, waits for every member's,
- * folds the range as above (ring slices included) and sets my done flags
- * of the indices it owns (b modulo G). A block waits only on other
- * members, never on a block of its own grid. Flags are the first 64-bit word of a
+ * own. Range r of R holds elements [count*r/R, count*(r+1)/R); thread block
+ * b of the G takes ranges b, b+G, ...: once every member read this buffer's
+ * last use (it began the use after), for each of its ranges in turn it
+ * copies my input's range into my part (mapped host memory), folds its
+ * last range (below), and sets this range's full flag in every member's
+ * flags; folding a range waits for every member's flag of it and folds it
+ * as above (ring slices included); at the end it folds its last range and
+ * sets my done flags of the indices it owns (index modulo R modulo G is b).
+ * A block waits only on other members, never on a block of its own grid. Flags are the first 64-bit word of a
  * gbFlag_t, written after a system-wide fence and read with volatile loads;
  * a member's part is read with volatile loads too, never from a cache that
  * may hold its last use. */
@@ -82,6 +84,7 @@ struct gbReduceKernelArgs {
   char* ready;      /* set to use when the kernel starts */
   char* done;       /* my own flags: done[i] = use once the block that owns index i ended */
   int* stop;        /* set when my flags were released: every wait ends */
+  int ranges;       /* the ranges with flags of their own (at least the grid's blocks) */
 };
 
 /* ------------------------------------------------------------ bit casts */
@@ -361,7 +364,7 @@ static __device__ inline T load(const T* p, gbU64 i, bool fresh) {
 }
 
 template <typename T, typename Op>
-static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end, bool grid) {
+__device__ GB_NOINLINE void reduceScalars(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end, bool grid) {
   const int n = a.nsrc;
   const gbU32 rule = a.nanRule;
   T* dst = (T*)a.dst;
@@ -393,6 +396,117 @@ static __device__ inline void reduceSlice(const gbReduceKernelArgs& a, int first
       if (i < end) dst[i] = Op::finish(acc[u], a.divisor, rule);
     }
   }
+}
+
+/* ----------------------------------------------------------------- packs */
+/* 16 bytes of elements, moved by one load or store: a load from host memory
+ * crosses the bus, so each carries as much as it can (4 or 2 bytes a load
+ * would leave the link mostly idle). The same elements, the same order, the
+ * same ops: only the width of the moves changes. */
+
+template <typename T>
+union alignas(16) gbPack {
+  gbU32 w[4];
+  T e[16 / sizeof(T)];
+};
+
+template <typename T>
+static __device__ inline gbPack<T> loadPack(const gbPack<T>* p, gbU64 i, bool fresh) {
+  gbPack<T> v;
+  if (!fresh) return p[i];
+#if defined(__CUDA_ARCH__)
+  asm volatile("ld.volatile.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p + i));
+#else
+  const volatile gbU32* q = (const volatile gbU32*)(p + i);
+  for (int j = 0; j < 4; j++) v.w[j] = q[j];
+#endif
+  return v;
+}
+
+/* fp8's conversions are long, and 16 of them a pack would make its kernels
+ * several times larger (the PTX is compiled at start-up): element by element. */
+template <typename Op>
+struct PacksFor {
+  static const bool ok = true;
+};
+template <typename FOp>
+struct PacksFor<Narrow<E4m3, FOp> > {
+  static const bool ok = false;
+};
+template <typename FOp>
+struct PacksFor<Narrow<E5m2, FOp> > {
+  static const bool ok = false;
+};
+
+static __device__ inline bool aligned16(const void* p) { return ((gbU64)p & 15) == 0; }
+
+/* Every source and dst on 16 bytes, so element i lies at the same place in
+ * a pack of each. */
+static __device__ inline bool packable(const gbReduceKernelArgs& a) {
+  bool ok = aligned16(a.dst);
+  for (int k = 0; k < a.nsrc; k++) ok = ok && aligned16(a.src[k]);
+  return ok;
+}
+
+/* Packs [begin, end) as reduceScalars folds elements: one pack a source
+ * per thread and step (a pack is already several elements in flight). */
+template <typename T, typename Op>
+__device__ GB_NOINLINE void reducePacks(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end, bool grid) {
+  const int n = a.nsrc;
+  const int E = (int)(16 / sizeof(T));
+  const gbU32 rule = a.nanRule;
+  gbPack<T>* dst = (gbPack<T>*)a.dst;
+  const gbU64 step = (grid ? (gbU64)gridDim.x : 1) * blockDim.x;
+  const gbU64 start = begin + (grid ? (gbU64)blockIdx.x * blockDim.x : 0) + threadIdx.x;
+  const bool exchange = !grid;
+  for (gbU64 i = start; i < end; i += step) {
+    gbPack<T> acc;
+    int k = first;
+#pragma unroll 1
+    for (int s = 0; s < n; s++) {
+      const bool fresh = exchange && k != a.me;
+      gbPack<T> v = loadPack((const gbPack<T>*)a.src[k], i, fresh);
+      k = k + 1 == n ? 0 : k + 1;
+      if (s == 0) acc = v;
+      else
+        for (int e = 0; e < E; e++) acc.e[e] = Op::apply(acc.e[e], v.e[e], rule);
+    }
+    for (int e = 0; e < E; e++) acc.e[e] = Op::finish(acc.e[e], a.divisor, rule);
+    dst[i] = acc;
+  }
+}
+
+/* A slice in packs where every pointer allows, its unaligned ends (and any
+ * slice of under two packs) element by element. */
+template <typename T, typename Op>
+__device__ GB_NOINLINE void reduceSlice(const gbReduceKernelArgs& a, int first, gbU64 begin, gbU64 end, bool grid) {
+  const gbU64 E = 16 / sizeof(T);
+  if (!PacksFor<Op>::ok || end - begin < 2 * E || !packable(a)) {
+    reduceScalars<T, Op>(a, first, begin, end, grid);
+    return;
+  }
+  const gbU64 vb = (begin + E - 1) / E, ve = end / E;
+  reduceScalars<T, Op>(a, first, begin, vb * E, grid);
+  reducePacks<T, Op>(a, first, vb, ve, grid);
+  reduceScalars<T, Op>(a, first, ve * E, end, grid);
+}
+
+/* [lo, hi) of in into out: packs where both allow. */
+template <typename T>
+static __device__ inline void copyRange(T* out, const T* in, gbU64 lo, gbU64 hi) {
+  const gbU64 E = 16 / sizeof(T);
+  gbU64 vb = lo, ve = lo;
+  if (hi - lo >= 2 * E && aligned16(out) && aligned16(in)) {
+    vb = (lo + E - 1) / E;
+    ve = hi / E;
+    for (gbU64 i = vb + threadIdx.x; i < ve; i += blockDim.x) ((gbPack<T>*)out)[i] = ((const gbPack<T>*)in)[i];
+    vb *= E;
+    ve *= E;
+  }
+  for (gbU64 i = lo + threadIdx.x; i < vb; i += blockDim.x) out[i] = in[i];
+  for (gbU64 i = (ve > lo ? ve : lo) + threadIdx.x; i < hi; i += blockDim.x) out[i] = in[i];
 }
 
 /* Without ring order (or under 3 sources) the whole range is one slice from
@@ -445,39 +559,56 @@ static __device__ inline void fenceAll() {
   __threadfence_system();
 }
 
-/* This block staged its range: thread k sets its full flag in member k's flags. */
-static __device__ inline void tellFull(const gbReduceKernelArgs& a) {
+/* This block staged range r: thread k sets its full flag in member k's flags. */
+static __device__ inline void tellFull(const gbReduceKernelArgs& a, int r) {
   fenceAll();
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], a.me, (int)blockIdx.x, a.maxBlocks) = a.use;
+  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], a.me, r, a.maxBlocks) = a.use;
 }
 
-/* Thread k waits until member k staged this block's range. */
-static __device__ inline void awaitFull(const gbReduceKernelArgs& a) {
+/* Thread k waits until member k staged range r. */
+static __device__ inline void awaitFull(const gbReduceKernelArgs& a, int r) {
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) spin(a, flagAt(a.flags[a.me], k, (int)blockIdx.x, a.maxBlocks), a.use);
+  if (k < a.nsrc && k != a.me) spin(a, flagAt(a.flags[a.me], k, r, a.maxBlocks), a.use);
   __syncthreads();
 }
 
-/* This block ended: my done flags of the indices it owns (those equal to
- * it modulo the grid), for a later exchange on another stream. */
+/* This block ended: my done flags of the indices it owns (those whose
+ * range, the index modulo the ranges, it took), for a later exchange on
+ * another stream. */
 static __device__ inline void tellDone(const gbReduceKernelArgs& a) {
   fenceAll();
   for (int i = (int)threadIdx.x; i < a.maxBlocks; i += (int)blockDim.x)
-    if (i % (int)gridDim.x == (int)blockIdx.x) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
+    if (i % a.ranges % (int)gridDim.x == (int)blockIdx.x) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
 }
 
+/* Element where range r of the exchange's ranges begins. */
+static __device__ inline gbU64 rangeAt(const gbReduceKernelArgs& a, int r) {
+  return a.count * (gbU64)r / (gbU64)a.ranges;
+}
+
+/* Thread block b takes ranges b, b + G, ... in turn. It copies range r out
+ * before it folds range r - G, so its stores to host memory cross the bus
+ * while its loads come back the other way, and only then tells range r. */
 template <typename T, typename Op>
 static __device__ inline void exchangeBlock(const gbReduceKernelArgs& a) {
-  const gbU64 lo = a.count * blockIdx.x / gridDim.x, hi = a.count * (blockIdx.x + 1) / gridDim.x;
+  const int G = (int)gridDim.x;
   if (blockIdx.x == 0 && threadIdx.x == 0 && a.ready) *(volatile gbU64*)a.ready = a.use;
   awaitRead(a);
-  const T* in = (const T*)a.src[a.me];
-  T* mine = (T*)a.mine;
-  for (gbU64 i = lo + threadIdx.x; i < hi; i += blockDim.x) mine[i] = in[i];
-  tellFull(a);
-  awaitFull(a);
-  reduceRange<T, Op>(a, lo, hi, false);
+  int last = -1;
+  for (int r = (int)blockIdx.x; r < a.ranges; r += G) {
+    copyRange((T*)a.mine, (const T*)a.src[a.me], rangeAt(a, r), rangeAt(a, r + 1));
+    if (last >= 0) {
+      awaitFull(a, last);
+      reduceRange<T, Op>(a, rangeAt(a, last), rangeAt(a, last + 1), false);
+    }
+    tellFull(a, r);
+    last = r;
+  }
+  if (last >= 0) {
+    awaitFull(a, last);
+    reduceRange<T, Op>(a, rangeAt(a, last), rangeAt(a, last + 1), false);
+  }
   tellDone(a);
 }
 
