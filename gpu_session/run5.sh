@@ -16,6 +16,5 @@ for cfg in "32768 1" "32768 2" "16384 2" "16384 4" "65536 1" "65536 2" "8192 8" 
   echo "== ranges of $1 B, $2 a block"; GB_EXP_XRANGE=$1 GB_EXP_XPIECES=$2 perf -b 512K -e 1M -f 2 -n 100 -w 10
 done
 echo "== copy path again"; GPUBRIDGE_EXCHANGE=off perf -b 512K -e 1M -f 2 -n 100 -w 10
-echo "== exchange up to 4M (GPUBRIDGE_EXCHANGE=on), 16384 2"; GB_EXP_XRANGE=16384 GB_EXP_XPIECES=2 GPUBRIDGE_EXCHANGE=on perf -b 2M -e 4M -f 2 -n 50 -w 5
 echo quit | nvidia-cuda-mps-control
 echo "all done $(date -u +%T)"
