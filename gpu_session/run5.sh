@@ -10,11 +10,11 @@ perf() { GPUBRIDGE_SPLIT_TEST=half timeout 90 $BN/bin/gpubridge-run -n 2 -- $BN/
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d && echo "mps up $(date -u +%T)"
-echo "== copy path"; GPUBRIDGE_EXCHANGE=off perf -b 512K -e 1M -f 2 -n 100 -w 10
-echo "== defaults"; perf -b 512K -e 1M -f 2 -n 100 -w 10
-for cfg in "32768 1" "32768 2" "16384 2" "16384 4" "65536 1" "65536 2" "8192 8" "16384 8" "32768 4"; do set -- $cfg
-  echo "== ranges of $1 B, $2 a block"; GB_EXP_XRANGE=$1 GB_EXP_XPIECES=$2 perf -b 512K -e 1M -f 2 -n 100 -w 10
+echo "== copy path"; GPUBRIDGE_EXCHANGE=off perf -b 128K -e 1M -f 2 -n 100 -w 10
+echo "== defaults"; perf -b 128K -e 1M -f 2 -n 100 -w 10
+for cfg in "65536 1" "131072 1" "262144 1" "65536 1" "131072 1" "262144 1" "131072 2" "524288 1"; do set -- $cfg
+  echo "== ranges of $1 B, $2 a block"; GB_EXP_XRANGE=$1 GB_EXP_XPIECES=$2 perf -b 128K -e 1M -f 2 -n 100 -w 10
 done
-echo "== copy path again"; GPUBRIDGE_EXCHANGE=off perf -b 512K -e 1M -f 2 -n 100 -w 10
+echo "== copy path again"; GPUBRIDGE_EXCHANGE=off perf -b 128K -e 1M -f 2 -n 100 -w 10
 echo quit | nvidia-cuda-mps-control
 echo "all done $(date -u +%T)"
