@@ -88,15 +88,11 @@ typedef struct {
  * Every wait also ends once *stop is set (my flags were released after a
  * failure: a member's late write may lower a released flag again): a host
  * wait then fails the stream; a GPU goes on, and the error reaches the user
- * through the communicator. A GPU runs the blocks `pieces` at a time on one
- * thread block (at least 1): it stages block b before it folds the block
- * it staged last, so its copy out and its reading cross the bus together;
- * the host device ignores it. */
+ * through the communicator. */
 typedef struct {
   gbReduceArgs_t red;
   int me;
   int blocks, maxBlocks;
-  int pieces;
   uint64_t use;
   void* mine;                               /* my part of this use (device address) */
   gbFlag_t* flags[GB_REDUCE_MAX_SRCS];

@@ -56,14 +56,21 @@ int gbPlanSharedSlots(int stagingSlots);
  * 1 MiB 111-120 against 133-204, 2 MiB 212 against 196-330, 4 MiB 410-445
  * against 326-331: it wins up to 1 MiB. Its blocks (each a GPU thread block
  * with flags of its own; stage/slots_impl.h keeps GB_PLAN_EXCHANGE_BLOCKS):
- * 8 KiB each up to 64 KiB, then bytes / 16 KiB, at most 32 (the best of 8,
- * 16 and 32 KiB blocks at each size in the same run). */
+ * 8 KiB each up to 64 KiB, 16 KiB up to 256 KiB, then 64 KiB, at most 32.
+ * Measured with 16-byte loads (2026-12-05, H200, MPS, the same run): at 1 MiB
+ * 16 blocks of 64 KiB 104.6 us, 8 of 128 KiB 117, 32 of 32 KiB 120-146, 4 of
+ * 256 KiB 166 (the copy path 157); at 512 KiB 8 of 64 KiB 68, 16 of 32 KiB
+ * 79, 32 of 16 KiB 97; at 256 KiB 16 of 16 KiB 51, 4 of 64 KiB 56; at 128
+ * KiB 8 of 16 KiB 37, 2 of 64 KiB 50. Fewer, larger blocks win from 512 KiB:
+ * each block's stores to host memory are long runs. */
 #define GB_PLAN_EXCHANGE_BYTES ((size_t)1 << 20)
-#define GB_PLAN_EXCHANGE_BLOCKS 128
+#define GB_PLAN_EXCHANGE_BLOCKS 32
 static inline int gbPlanTakesExchange(size_t bytes, size_t exchangeBytes) { return bytes > 0 && bytes <= exchangeBytes; }
 static inline int gbPlanExchangeBlocks(size_t bytes) {
-  size_t b = bytes <= ((size_t)64 << 10) ? (bytes + (8 << 10) - 1) / (8 << 10) : bytes / (16 << 10);
-  return b < 1 ? 1 : b > 32 ? 32 : (int)b;
+  size_t b = bytes <= ((size_t)64 << 10)    ? (bytes + (8 << 10) - 1) / (8 << 10)
+             : bytes <= ((size_t)256 << 10) ? bytes / (16 << 10)
+                                            : bytes / (64 << 10);
+  return b < 1 ? 1 : b > GB_PLAN_EXCHANGE_BLOCKS ? GB_PLAN_EXCHANGE_BLOCKS : (int)b;
 }
 
 /* A compressed fold takes every member's part at once: host groups of at

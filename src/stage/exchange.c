@@ -21,7 +21,6 @@
  * (gbSharedRelease). plan/ gives this stage only what it carries: an
  * all-reduce of at most the buffers' size, over a group whose GPUs are not
  * time-sliced between ranks (a spinning kernel keeps its time slice). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/result.h"
@@ -29,18 +28,6 @@
 #include "stage/slots_impl.h"
 
 static gbFlag_t* flagsOf(const gbSharedSlots_t* sh, int member) { return &gbSharedCtl(sh, member)->exchange[0][0]; }
-
-static int expBlocks(size_t bytes, int* pieces) { /* EXPERIMENT, removed after the sweep */
-  int blocks = gbPlanExchangeBlocks(bytes);
-  const char *xr = getenv("GB_EXP_XRANGE"), *xp = getenv("GB_EXP_XPIECES");
-  *pieces = 1;
-  if (xr && bytes > ((size_t)64 << 10)) {
-    blocks = (int)(bytes / (size_t)atol(xr));
-    blocks = blocks < 1 ? 1 : blocks > GB_STAGE_EXCHANGE_BLOCKS ? GB_STAGE_EXCHANGE_BLOCKS : blocks;
-  }
-  if (xp && bytes > ((size_t)64 << 10)) *pieces = atoi(xp);
-  return blocks;
-}
 
 /* Takes the next use and posts the proxy's watch of it. */
 static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
@@ -56,7 +43,7 @@ static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* strea
   s->queued = 1;
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   gbSharedStep_t watch = {.sh = sh, .use = s->use, .what = "to stage (exchange)", .group = tag->group,
-                          .bytes = bytes, .watch = 1, .span = expBlocks(bytes, &(int){0})};
+                          .bytes = bytes, .watch = 1, .span = gbPlanExchangeBlocks(bytes)};
   for (int k = 0; k < sh->n; k++) {
     if (k == sh->me) continue;
     watch.who[watch.nwait] = k;
@@ -85,11 +72,11 @@ static gbResult_t exchangeIn(gbStage_t* st, const gbStageWork_t* w, void* stream
   gbSharedSlots_t* sh = gbSlotsOf(st);
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   size_t bytes = w->len * w->esize;
-  int pieces, blocks = expBlocks(bytes, &pieces);
-  GB_CHECK(afterLast(sh, s->use, (blocks + pieces - 1) / pieces, stream));
+  int blocks = gbPlanExchangeBlocks(bytes);
+  GB_CHECK(afterLast(sh, s->use, blocks, stream));
   gbExchangeArgs_t x = {.red = {.dst = w->dst, .nsrc = sh->n, .count = w->len, .dtype = w->dtype, .op = w->op,
                                 .divisor = w->divisor, .ring = gbAlgoFoldsRing(st->group, bytes)},
-                        .me = sh->me, .blocks = blocks, .pieces = pieces, .maxBlocks = GB_STAGE_EXCHANGE_BLOCKS,
+                        .me = sh->me, .blocks = blocks, .maxBlocks = GB_STAGE_EXCHANGE_BLOCKS,
                         .use = s->use, .mine = sh->devBase + gbSharedExchangeOffset(sh, sh->me, s->use),
                         .ready = &mine->exchangeReady, .done = mine->exchangeDone, .stop = &mine->exchangeStop};
   x.readyDev = gbSharedDevOf(sh, x.ready);

@@ -280,9 +280,10 @@ gbResult_t gbGpuReduceAsync(const gbReduceArgs_t* a, void* stream) {
   return launch(rt, a, &k, blocks, stream);
 }
 
-/* The same kernel in exchange mode: one thread block per `pieces` ranges,
- * all of them resident at once is not needed (a block waits only on other
- * members' blocks). */
+/* The same kernel in exchange mode: one thread block per range (the kernel
+ * could take several a block; measured, that gained nothing), all of them
+ * resident at once is not needed (a block waits only on other members'
+ * blocks). */
 gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   const gbGpuRuntime_t* rt = gbGpuActive();
   GB_CHECK(gbDeviceExchangeCheck(x));
@@ -298,7 +299,7 @@ gbResult_t gbGpuExchangeAsync(const gbExchangeArgs_t* x, void* stream) {
   k.stop = x->stopDev;
   k.ranges = x->blocks;
   for (int m = 0; m < x->red.nsrc; m++) k.flags[m] = x->flagsDev[m];
-  return launch(rt, &x->red, &k, (uint64_t)((x->blocks + x->pieces - 1) / x->pieces), stream);
+  return launch(rt, &x->red, &k, (uint64_t)x->blocks, stream);
 }
 
 gbResult_t gbGpuHostRegister(void* ptr, size_t bytes, void** devPtr) {
