@@ -117,7 +117,8 @@ typedef enum {
 /* The bridge's transport between hosts. */
 typedef enum {
   gbTransportTcp = 0,
-  gbNumTransports = 1
+  gbTransportUcx = 1, /* UCX, loaded at run time (docs/UCX.md) */
+  gbNumTransports = 2
 } gbTransport_t;
 
 /* Whether this rank's GPU is real or simulated on the host. */

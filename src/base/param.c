@@ -22,7 +22,7 @@
 static const char* const levelChoices[] = {"NONE", "WARN", "INFO", "TRACE", NULL};
 /* Same order as gbPolicy_t and gbTransport_t: the value is the index. */
 static const char* const policyChoices[] = {"auto", "hierarchical", "native", "flat", "split-rail", "tuned", NULL};
-static const char* const transportChoices[] = {"tcp", NULL};
+static const char* const transportChoices[] = {"tcp", "ucx", NULL};
 /* Same order as gbSplitTest_t. */
 /* Same order as the cuda and hip devices' flag modes, strongest first. */
 static const char* const flagChoices[] = {"auto", "64", "32", "host", NULL};
@@ -57,7 +57,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
                          "flat (every rank through the host: the reference), split-rail (all-reduce over k "
                          "parallel bridge links) or tuned (GPUBRIDGE_THRESHOLDS)."},
     [GB_PARAM_TRANSPORT] = {"GPUBRIDGE_TRANSPORT", GB_PARAM_ENUM, "tcp", transportChoices, 0, 0, 1,
-                            "Transport of the bridge between hosts."},
+                            "Transport between ranks: tcp (sockets; shared memory between ranks of one host) or "
+                            "ucx (UCX, loaded at run time: RDMA on InfiniBand and RoCE; docs/UCX.md). Every rank "
+                            "must use the same."},
     [GB_PARAM_TIMEOUT] = {"GPUBRIDGE_TIMEOUT", GB_PARAM_INT, "300", NULL, 1, 86400, 1,
                           "Seconds any wait (init, collective, finalize) may take before it fails with a timeout."},
     [GB_PARAM_SOCKET_IFNAME] = {"GPUBRIDGE_SOCKET_IFNAME", GB_PARAM_STRING, "", NULL, 0, 0, 0,
@@ -161,6 +163,9 @@ static const gbParamDesc_t table[GB_PARAM_COUNT] = {
     [GB_PARAM_LAUNCHER] = {"GPUBRIDGE_LAUNCHER", GB_PARAM_STRING, "", NULL, 0, 0, 0,
                            "Set by gpubridge-run (to gpubridge-run) for its ranks, so that log lines name the "
                            "launcher of RANK and WORLD_SIZE, which torchrun sets too; not a setting."},
+    [GB_PARAM_UCX_LIBRARY] = {"GPUBRIDGE_UCX_LIBRARY", GB_PARAM_STRING, "", NULL, 0, 0, 0,
+                              "Path or name of UCX's UCP library, loaded when GPUBRIDGE_TRANSPORT=ucx; empty: "
+                              "libucp.so.0."},
 };
 
 const gbParamLauncher_t gbParamLaunchers[] = {

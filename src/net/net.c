@@ -22,6 +22,7 @@
 const gbNetOps_t* gbNetGet(int transport) {
   switch (transport) {
     case gbTransportTcp: return &gbNetTcpOps;
+    case gbTransportUcx: return &gbNetUcxOps;
     default: return NULL;
   }
 }

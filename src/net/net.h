@@ -128,6 +128,11 @@ typedef struct gbNetOps {
 } gbNetOps_t;
 
 extern const gbNetOps_t gbNetTcpOps;
+extern const gbNetOps_t gbNetUcxOps;
+
+/* Socket i of a TCP connection (the UCX transport watches its control
+ * connection's socket for the peer's end). */
+int gbNetTcpConnFd(gbNetConn_t* c, int i);
 
 /* The transport named by a gbTransport_t. */
 const gbNetOps_t* gbNetGet(int transport);

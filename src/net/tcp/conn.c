@@ -81,6 +81,8 @@ fail:
   return res;
 }
 
+int gbNetTcpConnFd(gbNetConn_t* c, int i) { return i >= 0 && i < c->nsocks ? c->socks[i].fd : -1; }
+
 gbResult_t gbNetTcpConnFail(gbNetConn_t* c, gbResult_t code, const char* text, const gbNetCause_t* blame) {
   if (c->err == gbSuccess) {
     c->err = code;

@@ -1,0 +1,200 @@
+/* Moving messages over a UCX connection: one tagged message per isend or
+ * irecv (UCX cuts, pipelines and, for large messages, rendezvous-es it
+ * itself), on the tag the receiving side chose; both sides post the same
+ * sizes in the same order and UCX matches one tag in posted order. Progress
+ * is made in test; gbNetWaitAll sleeps on the worker's event descriptor and
+ * the control socket. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "net/ucx/ucx.h"
+#include "os/backoff.h"
+
+/* Freed requests kept per connection for reuse. */
+#define FREE_KEEP 16
+/* After the control socket ended, how long UCX may still deliver what the
+ * peer sent before it closed (a send completes once UCX holds its bytes)
+ * before a request still waiting fails. */
+#define CTL_END_GRACE_NS ((int64_t)500 * 1000 * 1000)
+/* Progress calls per test at most (each one moves what UCX has). */
+#define PROGRESS_MAX 64
+
+static gbResult_t sticky(gbNetUcxConn_t* c) { return gbNetUcxConnFail(c, c->err, c->errMsg, NULL); }
+
+static void what(const gbNetUcxReq_t* r, char* out, size_t len) {
+  snprintf(out, len, "this rank was %s %zu bytes", r->isSend ? "sending" : "receiving", r->bytes);
+}
+
+static void sendDone(void* request, ucs_status_t status, void* user) {
+  (void)request;
+  gbNetUcxReq_t* r = user;
+  r->status = status;
+  r->done = 1;
+}
+
+static void recvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
+  (void)request;
+  gbNetUcxReq_t* r = user;
+  r->status = status;
+  if (info) r->info = *info;
+  r->done = 1;
+}
+
+static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, gbNetReq_t** req) {
+  *req = NULL;
+  if (c->err != gbSuccess) return sticky(c);
+  gbNetUcxReq_t* r = c->freeList;
+  if (r != NULL) {
+    c->freeList = r->next;
+    c->nfree--;
+  } else if ((r = malloc(sizeof(*r))) == NULL) {
+    return gbErrorSet(gbSystemError, "%s: out of memory posting a %s of %zu bytes to rank %d", c->group,
+                      isSend ? "send" : "receive", bytes, c->peerRank);
+  }
+  memset(r, 0, sizeof(*r));
+  r->ops = &gbNetUcxOps;
+  r->conn = c;
+  r->bytes = bytes;
+  r->isSend = isSend;
+  r->info.length = bytes;
+  const gbUcpApi_t* u = &c->lib->api;
+  ucp_request_param_t p = {.op_attr_mask = GB_UCP_OP_ATTR_FIELD_CALLBACK | GB_UCP_OP_ATTR_FIELD_USER_DATA,
+                           .user_data = r};
+  void* ucx;
+  if (isSend) {
+    p.cb.send = sendDone;
+    ucx = u->ucp_tag_send_nbx(c->ep, buf, bytes, c->sendTag, &p);
+  } else {
+    p.cb.recv = recvDone;
+    p.op_attr_mask |= GB_UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.recv_info.tag_info = &r->info; /* filled when UCX finishes at once */
+    ucx = u->ucp_tag_recv_nbx(c->worker, buf, bytes, c->recvTag, ~(ucp_tag_t)0, &p);
+  }
+  if (GB_UCS_PTR_IS_ERR(ucx)) {
+    char w[96];
+    what(r, w, sizeof(w));
+    free(r);
+    return gbNetUcxStatusFail(c, GB_UCS_PTR_STATUS(ucx), w);
+  }
+  r->ucx = ucx;
+  r->done = ucx == NULL;
+  r->prev = c->tail;
+  if (c->tail != NULL) c->tail->next = r;
+  else c->head = r;
+  c->tail = r;
+  *req = (gbNetReq_t*)r;
+  return gbSuccess;
+}
+
+gbResult_t gbNetUcxIsend(gbNetConn_t* c, const void* buf, size_t bytes, gbNetReq_t** req) {
+  return post((gbNetUcxConn_t*)c, (void*)buf, bytes, 1, req);
+}
+
+gbResult_t gbNetUcxIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** req) {
+  return post((gbNetUcxConn_t*)c, buf, bytes, 0, req);
+}
+
+static void progress(gbNetUcxConn_t* c) {
+  for (int i = 0; i < PROGRESS_MAX && c->lib->api.ucp_worker_progress(c->worker) != 0; i++) {
+  }
+}
+
+/* Why a request that is not done cannot finish, if it cannot. */
+static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
+  char w[96];
+  what(r, w, sizeof(w));
+  if (atomic_load(&c->shut)) return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, w);
+  if (c->epStatus != GB_UCS_OK) return gbNetUcxStatusFail(c, c->epStatus, w);
+  if (gbNetUcxCtlEnded(c) && gbClockNowNs() - c->ctlEndNs > CTL_END_GRACE_NS)
+    return gbNetUcxStatusFail(c, GB_UCS_ERR_CONNECTION_RESET, w);
+  return gbSuccess;
+}
+
+static void release(gbNetUcxConn_t* c, gbNetUcxReq_t* r) {
+  if (r->ucx) c->lib->api.ucp_request_free(r->ucx);
+  r->ucx = NULL;
+}
+
+gbResult_t gbNetUcxTest(gbNetReq_t* rp, int* done) {
+  gbNetUcxReq_t* r = (gbNetUcxReq_t*)rp;
+  *done = 0;
+  if (r == NULL) return gbErrorSet(gbInternalError, "net test on a NULL request");
+  gbNetUcxConn_t* c = r->conn;
+  if (!r->done) {
+    if (c->err != gbSuccess) return sticky(c);
+    progress(c);
+    if (!r->done) return stalled(c, r);
+  }
+  char w[96];
+  what(r, w, sizeof(w));
+  if (r->status != GB_UCS_OK) return gbNetUcxStatusFail(c, r->status, w);
+  if (!r->isSend && r->info.length != r->bytes) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s: rank %d sent %zu bytes where this rank expected %zu: the two sides posted "
+             "different sizes, a bug in gpubridge", c->group, c->peerRank, r->info.length, r->bytes);
+    return gbNetUcxConnFail(c, gbInternalError, msg, NULL);
+  }
+  release(c, r);
+  if (r->prev != NULL) r->prev->next = r->next;
+  else c->head = r->next;
+  if (r->next != NULL) r->next->prev = r->prev;
+  else c->tail = r->prev;
+  if (c->nfree < FREE_KEEP) {
+    r->next = c->freeList;
+    c->freeList = r;
+    c->nfree++;
+  } else {
+    free(r);
+  }
+  *done = 1;
+  return gbSuccess;
+}
+
+/* The worker's event descriptor once armed (UCX says BUSY while events wait
+ * to be progressed: test again), and the control socket (its end). */
+int gbNetUcxPollFds(gbNetReq_t* rp, uint64_t round, struct pollfd* fds, int max) {
+  gbNetUcxConn_t* c = ((gbNetUcxReq_t*)rp)->conn;
+  if (c->pollRound == round) return 0;
+  c->pollRound = round;
+  if (c->err != gbSuccess || c->ctlEndNs || atomic_load(&c->shut) || max < 2) return -1;
+  if (c->lib->api.ucp_worker_arm(c->worker) != GB_UCS_OK) return -1;
+  fds[0] = (struct pollfd){c->efd, POLLIN, 0};
+  fds[1] = (struct pollfd){c->ctlFd, POLLIN, 0};
+  return 2;
+}
+
+void gbNetUcxReqInfo(gbNetReq_t* rp, gbNetLabel_t* label, int* isSend, size_t* bytes) {
+  gbNetUcxReq_t* r = (gbNetUcxReq_t*)rp;
+  label->peerRank = r->conn->peerRank;
+  label->group = r->conn->group;
+  *isSend = r->isSend;
+  *bytes = r->bytes;
+}
+
+gbResult_t gbNetUcxWaitOne(gbNetUcxConn_t* c, gbNetUcxReq_t* r, gbDeadline_t deadline, const atomic_int* abortFlag) {
+  int64_t t0 = gbClockNowNs();
+  for (;;) {
+    int done;
+    GB_CHECK(gbNetUcxTest((gbNetReq_t*)r, &done));
+    if (done) return gbSuccess;
+    if (abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed))
+      return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, "setting up UCX");
+    if (gbDeadlinePassed(deadline)) {
+      char msg[256];
+      snprintf(msg, sizeof(msg), "%s: rank %d did not finish setting up UCX within %.3g s (is it stopped or "
+               "overloaded? GPUBRIDGE_TIMEOUT sets the limit)", c->group, c->peerRank,
+               (double)(gbClockNowNs() - t0) / 1e9);
+      gbNetCause_t peer = {.faultRank = c->peerRank, .seenBy = -1, .code = gbTimeout};
+      return gbNetUcxConnFail(c, gbTimeout, msg, &peer);
+    }
+    gbOsBackoff(gbClockNowNs() - t0, GB_OS_YIELD_WOKEN_NS, 0);
+  }
+}
+
+void gbNetUcxReqsRelease(gbNetUcxConn_t* c) {
+  for (gbNetUcxReq_t* r = c->head; r != NULL; r = r->next) release(c, r);
+}
