@@ -8,7 +8,7 @@
 #             (torch 2.13.0 CPU build, scikit-build-core, matplotlib), made
 #             once and again when that file changes; and the commands the
 #             suites run, where missing (SYSTEM_TOOLS: mpirun, pkg-config, nm, ip,
-#             Slurm and munge; apt-get install, as root or with passwordless
+#             Slurm and munge, UCX and its headers; apt-get install, as root or with passwordless
 #             sudo; else it stops naming the command to run). Your own interpreter instead
 #             of .venv (with what tests/requirements.txt lists):
 #               make test GB_NO_VENV=1 [PYTHON=/usr/bin/python3]
@@ -41,7 +41,7 @@ CTEST_ARGS ?=
 # Commands the suites run, each with the Debian package that has it (daemons are
 # looked for in /usr/sbin too).
 SYSTEM_TOOLS ?= mpirun:openmpi-bin pkg-config:pkg-config nm:binutils ip:iproute2 \
-  slurmctld:slurm-wlm srun:slurm-client munged:munge
+  slurmctld:slurm-wlm srun:slurm-client munged:munge ucx_info:ucx-utils /usr/include/ucp/api/ucp.h:libucx-dev
 ifeq ($(origin PYTHON),command line)
 GB_NO_VENV := 1
 endif
@@ -74,7 +74,8 @@ venv:
 	@tests/tools/venv.sh $(VENV) $(VENV_BASE) tests/requirements.txt $(PIP_ARGS)
 
 need-tools:
-	@why=""; pkgs=""; for t in $(SYSTEM_TOOLS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $${t%%:*} >/dev/null 2>&1 || \
+	@why=""; pkgs=""; for t in $(SYSTEM_TOOLS); do [ -e "$${t%%:*}" ] || \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $${t%%:*} >/dev/null 2>&1 || \
 	  { why="$$why $${t%%:*}"; pkgs="$$pkgs $${t#*:}"; }; done; \
 	[ -z "$$pkgs" ] || tests/tools/system_package.sh "the suites need$$why" $$pkgs
 

@@ -36,6 +36,9 @@ _sanitizer_reports = []  # (command, report excerpt), printed and counted by Sui
 # Deadlines of harness waits (and of tests that use scaled()) are multiplied by
 # GB_TEST_TIME_SCALE, set by the sanitizer targets: instrumented code runs slower.
 TIME_SCALE = float(os.environ.get("GB_TEST_TIME_SCALE") or 1)
+# GB_TEST_TRANSPORT=ucx runs a suite's jobs over that transport (CTest's
+# ucx/ entries): the same checks, another transport.
+TRANSPORT = os.environ.get("GB_TEST_TRANSPORT", "")
 
 
 def scaled(seconds):
@@ -108,6 +111,8 @@ def clean_env(**extra):
     plus extra (values converted to str; None removes)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUBRIDGE_") and not k.startswith("OMPI_") and k not in _JOB_VARS}
+    if TRANSPORT:
+        env["GPUBRIDGE_TRANSPORT"] = TRANSPORT
     for k, v in extra.items():
         if v is None:
             env.pop(k, None)

@@ -63,7 +63,6 @@ enum { GB_UCP_ERR_HANDLING_MODE_NONE = 0, GB_UCP_ERR_HANDLING_MODE_PEER = 1 };
 #define GB_UCP_PARAM_FIELD_FEATURES GB_UCS_BIT(0)
 #define GB_UCP_PARAM_FIELD_MT_WORKERS_SHARED GB_UCS_BIT(5)
 #define GB_UCP_FEATURE_TAG GB_UCS_BIT(0)
-#define GB_UCP_FEATURE_WAKEUP GB_UCS_BIT(4)
 #define GB_UCP_WORKER_PARAM_FIELD_THREAD_MODE GB_UCS_BIT(0)
 #define GB_UCP_WORKER_ATTR_FIELD_ADDRESS GB_UCS_BIT(1)
 #define GB_UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS GB_UCS_BIT(2)
@@ -187,9 +186,6 @@ typedef struct {
   ucs_status_t (*ucp_worker_query)(ucp_worker_h worker, ucp_worker_attr_t* attr);
   void (*ucp_worker_release_address)(ucp_worker_h worker, ucp_address_t* address);
   unsigned (*ucp_worker_progress)(ucp_worker_h worker);
-  ucs_status_t (*ucp_worker_get_efd)(ucp_worker_h worker, int* fd);
-  ucs_status_t (*ucp_worker_arm)(ucp_worker_h worker);
-  ucs_status_t (*ucp_worker_signal)(ucp_worker_h worker);
   ucs_status_t (*ucp_ep_create)(ucp_worker_h worker, const ucp_ep_params_t* params, ucp_ep_h* ep);
   ucs_status_ptr_t (*ucp_ep_close_nbx)(ucp_ep_h ep, const ucp_request_param_t* param);
   ucs_status_ptr_t (*ucp_tag_send_nbx)(ucp_ep_h ep, const void* buffer, size_t count, ucp_tag_t tag,

@@ -2,7 +2,6 @@
  * socket), the worker and endpoint, the trade of addresses and tags, and the
  * proof of the secret on UCX itself (ucx.h says why two of each). */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "base/result.h"
 #include "net/pending.h"
 #include "net/ucx/ucx.h"
+#include "os/backoff.h"
 
 #define CARD_MAGIC 0x6762756378636172ull /* "gbucxcar" */
 #define NONCE_BYTES 32
@@ -42,6 +42,7 @@ typedef struct {
   gbNetListener_t* tcp;
   uint8_t secret[GB_NET_SECRET_BYTES];
   uint64_t commHash;
+  gbNetUcxWorker_t* w; /* the communicator's, held while it listens */
 } listener_t;
 
 /* ------------------------------------------------------------- listener */
@@ -52,8 +53,10 @@ gbResult_t gbNetUcxListen(const gbSockAddr_t* addr, const uint8_t* secret, uint6
   GB_CHECK(gbNetUcxLib(&lib));
   listener_t* l = calloc(1, sizeof(*l));
   if (l == NULL) return gbErrorSet(gbSystemError, "out of memory creating a listener");
-  gbResult_t res = gbNetTcpOps.listen(addr, secret, commHash, &l->tcp);
+  gbResult_t res = gbNetUcxWorkerGet(lib, commHash, &l->w);
+  if (res == gbSuccess) res = gbNetTcpOps.listen(addr, secret, commHash, &l->tcp);
   if (res != gbSuccess) {
+    gbNetUcxWorkerPut(l->w);
     free(l);
     return res;
   }
@@ -80,6 +83,7 @@ void gbNetUcxTell(const gbSockAddr_t* addr, const gbNetHello_t* hello, const gbN
 void gbNetUcxListenerClose(gbNetListener_t* l) {
   if (l == NULL) return;
   gbNetTcpOps.listenerClose(lis(l)->tcp);
+  gbNetUcxWorkerPut(lis(l)->w);
   free(l);
 }
 
@@ -153,10 +157,12 @@ int gbNetUcxCtlEnded(gbNetUcxConn_t* c) {
 static void onPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status) {
   (void)ep;
   gbNetUcxConn_t* c = arg;
-  if (c->epStatus == GB_UCS_OK) c->epStatus = status;
+  int ok = GB_UCS_OK;
+  atomic_compare_exchange_strong(&c->epStatus, &ok, status);
 }
 
-static gbResult_t connCreate(const gbNetUcxLib_t* lib, gbNetConn_t* ctl, gbNetLabel_t label, gbNetUcxConn_t** out) {
+static gbResult_t connCreate(const gbNetUcxLib_t* lib, uint64_t commHash, gbNetConn_t* ctl, gbNetLabel_t label,
+                             gbNetUcxConn_t** out) {
   gbNetUcxConn_t* c = calloc(1, sizeof(*c));
   if (c == NULL) {
     gbNetTcpOps.close(ctl);
@@ -165,17 +171,12 @@ static gbResult_t connCreate(const gbNetUcxLib_t* lib, gbNetConn_t* ctl, gbNetLa
   c->lib = lib;
   c->ctl = ctl;
   c->ctlFd = gbNetTcpConnFd(ctl, 0);
-  c->efd = -1;
   c->peerRank = label.peerRank;
   snprintf(c->group, sizeof(c->group), "%s", label.group ? label.group : "net");
   atomic_init(&c->shut, 0);
+  atomic_init(&c->epStatus, GB_UCS_OK);
   *out = c;
-  ucp_worker_params_t wp = {.field_mask = GB_UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                            .thread_mode = GB_UCS_THREAD_MODE_SERIALIZED};
-  ucs_status_t st = lib->api.ucp_worker_create(lib->context, &wp, &c->worker);
-  if (st == GB_UCS_OK) st = lib->api.ucp_worker_get_efd(c->worker, &c->efd);
-  if (st != GB_UCS_OK) return gbNetUcxStatusFail(c, st, "creating its UCX worker");
-  return gbSuccess;
+  return gbNetUcxWorkerGet(lib, commHash, &c->w);
 }
 
 /* Waits for the control connection's requests. */
@@ -196,7 +197,7 @@ static gbResult_t trade(gbNetUcxConn_t* c, int sameHost, card_t* mine, card_t* t
   const gbUcpApi_t* u = &c->lib->api;
   ucp_worker_attr_t wa = {.field_mask = GB_UCP_WORKER_ATTR_FIELD_ADDRESS | GB_UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
                           .address_flags = sameHost ? 0 : (uint32_t)GB_UCP_WORKER_ADDRESS_FLAG_NET_ONLY};
-  ucs_status_t st = u->ucp_worker_query(c->worker, &wa);
+  ucs_status_t st = u->ucp_worker_query(c->w->h, &wa);
   if (st != GB_UCS_OK) return gbNetUcxStatusFail(c, st, "reading its UCX worker's address");
   *mine = (card_t){.magic = CARD_MAGIC, .addrLen = (uint32_t)wa.address_length};
   gbResult_t res = gbRandomBytes(&mine->recvTag, sizeof(mine->recvTag));
@@ -221,7 +222,7 @@ static gbResult_t trade(gbNetUcxConn_t* c, int sameHost, card_t* mine, card_t* t
   if (res == gbSuccess && (res = gbNetTcpOps.isend(c->ctl, wa.address, wa.address_length, &r[0])) == gbSuccess &&
       (res = gbNetTcpOps.irecv(c->ctl, peerAddr, theirs->addrLen, &r[1])) == gbSuccess)
     res = ctlWait(c, r, 2, deadline, abortFlag);
-  u->ucp_worker_release_address(c->worker, wa.address);
+  u->ucp_worker_release_address(c->w->h, wa.address);
   if (res == gbSuccess) {
     c->sendTag = theirs->recvTag;
     ucp_ep_params_t ep = {.field_mask = GB_UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | GB_UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -229,7 +230,7 @@ static gbResult_t trade(gbNetUcxConn_t* c, int sameHost, card_t* mine, card_t* t
                           .address = (const ucp_address_t*)peerAddr,
                           .err_mode = GB_UCP_ERR_HANDLING_MODE_PEER,
                           .err_handler = {.cb = onPeerFailure, .arg = c}};
-    st = u->ucp_ep_create(c->worker, &ep, &c->ep);
+    st = u->ucp_ep_create(c->w->h, &ep, &c->ep);
     if (st != GB_UCS_OK) res = gbNetUcxStatusFail(c, st, "connecting to its UCX worker");
   }
   free(peerAddr);
@@ -256,7 +257,7 @@ gbResult_t gbNetUcxConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, 
   gbNetConn_t* ctl;
   GB_CHECK(gbNetTcpOps.connect(addr, &h, ctlLabel, deadline, abortFlag, &ctl));
   gbNetUcxConn_t* c;
-  gbResult_t res = connCreate(lib, ctl, label, &c);
+  gbResult_t res = connCreate(lib, hello->commHash, ctl, label, &c);
   if (c == NULL) return res;
   card_t mine, theirs;
   if (res == gbSuccess) res = trade(c, label.sameHost, &mine, &theirs, deadline, abortFlag);
@@ -286,7 +287,7 @@ gbResult_t gbNetUcxAccept(gbNetListener_t* lp, int srcRank, int tag, gbNetLabel_
   gbNetConn_t* ctl;
   GB_CHECK(gbNetTcpOps.accept(l->tcp, srcRank, tag, ctlLabel, deadline, abortFlag, &ctl));
   gbNetUcxConn_t* c;
-  gbResult_t res = connCreate(lib, ctl, label, &c);
+  gbResult_t res = connCreate(lib, l->commHash, ctl, label, &c);
   if (c == NULL) return res;
   card_t mine, theirs;
   proof_t p;
@@ -320,7 +321,6 @@ void gbNetUcxShutdown(gbNetConn_t* cp, const gbNetCause_t* cause) {
   if (c == NULL) return;
   atomic_store(&c->shut, 1);
   gbNetTcpOps.shutdown(c->ctl, NULL); /* thread safe: shutdown(2) of the socket */
-  if (c->worker) c->lib->api.ucp_worker_signal(c->worker); /* UCX: safe from any thread */
 }
 
 int gbNetUcxTold(gbNetConn_t* c, gbNetCause_t* out) {
@@ -331,19 +331,19 @@ int gbNetUcxTold(gbNetConn_t* c, gbNetCause_t* out) {
 
 /* Healthy: UCX first delivers what was sent (a send completes once UCX
  * holds its bytes, not once the peer has them), for at most CLOSE_FLUSH_S;
- * after a failure or a shutdown the endpoint ends at once. */
+ * the peer's side answers from any wait of its own (every wait progresses
+ * its communicator's worker). After a failure or a shutdown the endpoint
+ * ends at once. */
 static void closeEndpoint(gbNetUcxConn_t* c) {
   const gbUcpApi_t* u = &c->lib->api;
-  int force = c->err != gbSuccess || atomic_load(&c->shut) || c->epStatus != GB_UCS_OK;
+  int force = c->err != gbSuccess || atomic_load(&c->shut) || atomic_load(&c->epStatus) != GB_UCS_OK;
   ucp_request_param_t p = {.op_attr_mask = GB_UCP_OP_ATTR_FIELD_FLAGS, .flags = force ? GB_UCP_EP_CLOSE_FLAG_FORCE : 0};
   void* req = u->ucp_ep_close_nbx(c->ep, &p);
   if (req == NULL || GB_UCS_PTR_IS_ERR(req)) return;
+  int64_t t0 = gbClockNowNs();
   gbDeadline_t d = gbDeadlineIn(CLOSE_FLUSH_S);
   while (u->ucp_request_check_status(req) == GB_UCS_INPROGRESS && !gbDeadlinePassed(d)) {
-    if (u->ucp_worker_progress(c->worker) == 0) {
-      struct pollfd pf = {c->efd, POLLIN, 0};
-      if (u->ucp_worker_arm(c->worker) == GB_UCS_OK) poll(&pf, 1, 10);
-    }
+    if (u->ucp_worker_progress(c->w->h) == 0) gbOsBackoff(gbClockNowNs() - t0, GB_OS_YIELD_WOKEN_NS, 0);
   }
   u->ucp_request_free(req);
 }
@@ -352,14 +352,13 @@ void gbNetUcxClose(gbNetConn_t* cp) {
   gbNetUcxConn_t* c = (gbNetUcxConn_t*)cp;
   if (c == NULL) return;
   const gbUcpApi_t* u = &c->lib->api;
-  if (c->worker) {
+  if (c->w) {
     for (gbNetUcxReq_t* r = c->head; r != NULL; r = r->next)
-      if (!r->done && r->ucx) u->ucp_request_cancel(c->worker, r->ucx);
+      if (!atomic_load(&r->done) && r->ucx) u->ucp_request_cancel(c->w->h, r->ucx);
     if (c->ep) closeEndpoint(c);
-    while (u->ucp_worker_progress(c->worker) != 0) {
-    }
-    gbNetUcxReqsRelease(c); /* UCX's requests before the worker, ours after */
-    u->ucp_worker_destroy(c->worker);
+    gbNetUcxWorkerProgress(c->w);
+    gbNetUcxReqsRelease(c); /* no callback of UCX's reaches ours after this */
+    gbNetUcxWorkerPut(c->w);
   }
   gbNetTcpOps.close(c->ctl);
   for (gbNetUcxReq_t* r = c->head; r != NULL;) {

@@ -1,6 +1,6 @@
 /* Loading UCX at run time (dlopen, as the vendor libraries are), once per
- * process, and the process's UCP context: tag matching and wake-up, shared
- * by the workers of every connection (each connection has its own). A rank
+ * process, and the process's UCP context (tag matching), shared by the
+ * workers of every communicator (worker.c). A rank
  * asked to use UCX where it does not load fails at start-up with what to
  * do; the one build runs where UCX is absent. */
 #include <pthread.h>
@@ -37,8 +37,7 @@ static gbResult_t bindAll(void* h) {
   const gbOsSym_t syms[] = {
       SYM(ucp_get_version), SYM(ucp_config_read), SYM(ucp_config_modify), SYM(ucp_config_release),
       SYM(ucp_init_version), SYM(ucp_cleanup), SYM(ucp_worker_create), SYM(ucp_worker_destroy),
-      SYM(ucp_worker_query), SYM(ucp_worker_release_address), SYM(ucp_worker_progress), SYM(ucp_worker_get_efd),
-      SYM(ucp_worker_arm), SYM(ucp_worker_signal), SYM(ucp_ep_create), SYM(ucp_ep_close_nbx),
+      SYM(ucp_worker_query), SYM(ucp_worker_release_address), SYM(ucp_worker_progress), SYM(ucp_ep_create), SYM(ucp_ep_close_nbx),
       SYM(ucp_tag_send_nbx), SYM(ucp_tag_recv_nbx), SYM(ucp_request_check_status), SYM(ucp_request_cancel),
       SYM(ucp_request_free), SYM(ucs_status_string)};
   const char* missing = gbOsSymbolsBind(h, syms, sizeof(syms) / sizeof(syms[0]), 1);
@@ -69,7 +68,7 @@ static gbResult_t makeContext(void) {
     if (lib.tlsTcp) GB_INFO(GB_LOG_NET, "UCX: GPUBRIDGE_SIM_HOST is set and UCX_TLS is not: UCX_TLS=tcp");
   }
   ucp_params_t p = {.field_mask = GB_UCP_PARAM_FIELD_FEATURES | GB_UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                    .features = GB_UCP_FEATURE_TAG | GB_UCP_FEATURE_WAKEUP,
+                    .features = GB_UCP_FEATURE_TAG,
                     .mt_workers_shared = 1};
   st = u->ucp_init_version(GB_UCP_API_MAJOR, GB_UCP_API_MINOR, &p, cfg, &lib.context);
   u->ucp_config_release(cfg);

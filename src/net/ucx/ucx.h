@@ -5,7 +5,7 @@
  * A UCX connection is a pair: a control connection of the TCP transport
  * (one socket, made and authenticated by the TCP transport's own code:
  * hello with the secret, the listener, the answer, ask and tell) and a UCP
- * endpoint of a worker of the connection's own. The two sides trade worker
+ * endpoint on the communicator's worker (worker.c). The two sides trade worker
  * addresses and the 64-bit tag each receives on over the control socket;
  * the connecting side then proves the job secret again on UCX itself. After
  * that the control socket carries nothing, but stays open: its end is a
@@ -30,6 +30,25 @@ typedef struct {
  * same failure (recorded again) on every call. */
 gbResult_t gbNetUcxLib(const gbNetUcxLib_t** out);
 
+/* A communicator's worker (worker.c). */
+typedef struct gbNetUcxWorker {
+  const gbNetUcxLib_t* lib;
+  uint64_t commHash;
+  int refs;                  /* under worker.c's lock */
+  ucp_worker_h h;
+  struct gbNetUcxWorker* next;
+} gbNetUcxWorker_t;
+
+/* Progress calls at most per progress (each one moves what UCX has). */
+#define GB_NET_UCX_PROGRESS_MAX 64
+
+/* The communicator's worker, made on first use; one reference more. */
+gbResult_t gbNetUcxWorkerGet(const gbNetUcxLib_t* lib, uint64_t commHash, gbNetUcxWorker_t** out);
+/* One reference less; the last destroys the worker. */
+void gbNetUcxWorkerPut(gbNetUcxWorker_t* w);
+/* Moves what the worker has, for every connection on it. */
+void gbNetUcxWorkerProgress(gbNetUcxWorker_t* w);
+
 typedef struct gbNetUcxConn gbNetUcxConn_t;
 
 /* A request: UCX's own (NULL when UCX finished it at once) and what its
@@ -42,7 +61,9 @@ typedef struct gbNetUcxReq {
   size_t bytes;
   ucp_tag_recv_info_t info; /* a receive: what arrived */
   int isSend;
-  int done;
+  /* Set by UCX's callback, which may run on another thread's progress of
+   * the shared worker: status first, then done (release). */
+  atomic_int done;
   ucs_status_t status;
 } gbNetUcxReq_t;
 
@@ -50,15 +71,13 @@ struct gbNetUcxConn {
   const gbNetUcxLib_t* lib;
   gbNetConn_t* ctl;          /* the TCP transport's control connection */
   int ctlFd;                 /* its socket */
-  ucp_worker_h worker;
+  gbNetUcxWorker_t* w;       /* the communicator's */
   ucp_ep_h ep;
-  int efd;                   /* the worker's event descriptor */
   ucp_tag_t sendTag, recvTag;
   int peerRank;
   char group[48];
-  uint64_t pollRound;
   atomic_int shut;           /* shutdown() was called (maybe from another thread) */
-  ucs_status_t epStatus;     /* set by UCX's peer-failure callback */
+  atomic_int epStatus;       /* set by UCX's peer-failure callback (any thread's progress) */
   int64_t ctlEndNs;          /* when the control socket's end was seen (0: not) */
   gbResult_t err;            /* sticky: every later call returns it */
   char errMsg[512];

@@ -2,8 +2,8 @@
  * irecv (UCX cuts, pipelines and, for large messages, rendezvous-es it
  * itself), on the tag the receiving side chose; both sides post the same
  * sizes in the same order and UCX matches one tag in posted order. Progress
- * is made in test; gbNetWaitAll sleeps on the worker's event descriptor and
- * the control socket. */
+ * is made in test, on the communicator's worker; the control socket's end
+ * is looked for while a request waits. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +20,6 @@
  * peer sent before it closed (a send completes once UCX holds its bytes)
  * before a request still waiting fails. */
 #define CTL_END_GRACE_NS ((int64_t)500 * 1000 * 1000)
-/* Progress calls per test at most (each one moves what UCX has). */
-#define PROGRESS_MAX 64
 
 static gbResult_t sticky(gbNetUcxConn_t* c) { return gbNetUcxConnFail(c, c->err, c->errMsg, NULL); }
 
@@ -29,19 +27,21 @@ static void what(const gbNetUcxReq_t* r, char* out, size_t len) {
   snprintf(out, len, "this rank was %s %zu bytes", r->isSend ? "sending" : "receiving", r->bytes);
 }
 
+static void finished(gbNetUcxReq_t* r, ucs_status_t status) {
+  r->status = status;
+  atomic_store_explicit(&r->done, 1, memory_order_release);
+}
+
 static void sendDone(void* request, ucs_status_t status, void* user) {
   (void)request;
-  gbNetUcxReq_t* r = user;
-  r->status = status;
-  r->done = 1;
+  finished(user, status);
 }
 
 static void recvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
   (void)request;
   gbNetUcxReq_t* r = user;
-  r->status = status;
   if (info) r->info = *info;
-  r->done = 1;
+  finished(r, status);
 }
 
 static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, gbNetReq_t** req) {
@@ -72,7 +72,7 @@ static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, g
     p.cb.recv = recvDone;
     p.op_attr_mask |= GB_UCP_OP_ATTR_FIELD_RECV_INFO;
     p.recv_info.tag_info = &r->info; /* filled when UCX finishes at once */
-    ucx = u->ucp_tag_recv_nbx(c->worker, buf, bytes, c->recvTag, ~(ucp_tag_t)0, &p);
+    ucx = u->ucp_tag_recv_nbx(c->w->h, buf, bytes, c->recvTag, ~(ucp_tag_t)0, &p);
   }
   if (GB_UCS_PTR_IS_ERR(ucx)) {
     char w[96];
@@ -81,7 +81,7 @@ static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, g
     return gbNetUcxStatusFail(c, GB_UCS_PTR_STATUS(ucx), w);
   }
   r->ucx = ucx;
-  r->done = ucx == NULL;
+  if (ucx == NULL) atomic_store(&r->done, 1);
   r->prev = c->tail;
   if (c->tail != NULL) c->tail->next = r;
   else c->head = r;
@@ -98,17 +98,13 @@ gbResult_t gbNetUcxIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** r
   return post((gbNetUcxConn_t*)c, buf, bytes, 0, req);
 }
 
-static void progress(gbNetUcxConn_t* c) {
-  for (int i = 0; i < PROGRESS_MAX && c->lib->api.ucp_worker_progress(c->worker) != 0; i++) {
-  }
-}
-
 /* Why a request that is not done cannot finish, if it cannot. */
 static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   char w[96];
   what(r, w, sizeof(w));
   if (atomic_load(&c->shut)) return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, w);
-  if (c->epStatus != GB_UCS_OK) return gbNetUcxStatusFail(c, c->epStatus, w);
+  ucs_status_t ep = atomic_load(&c->epStatus);
+  if (ep != GB_UCS_OK) return gbNetUcxStatusFail(c, ep, w);
   if (gbNetUcxCtlEnded(c) && gbClockNowNs() - c->ctlEndNs > CTL_END_GRACE_NS)
     return gbNetUcxStatusFail(c, GB_UCS_ERR_CONNECTION_RESET, w);
   return gbSuccess;
@@ -124,10 +120,10 @@ gbResult_t gbNetUcxTest(gbNetReq_t* rp, int* done) {
   *done = 0;
   if (r == NULL) return gbErrorSet(gbInternalError, "net test on a NULL request");
   gbNetUcxConn_t* c = r->conn;
-  if (!r->done) {
+  if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     if (c->err != gbSuccess) return sticky(c);
-    progress(c);
-    if (!r->done) return stalled(c, r);
+    gbNetUcxWorkerProgress(c->w);
+    if (!atomic_load_explicit(&r->done, memory_order_acquire)) return stalled(c, r);
   }
   char w[96];
   what(r, w, sizeof(w));
@@ -154,17 +150,17 @@ gbResult_t gbNetUcxTest(gbNetReq_t* rp, int* done) {
   return gbSuccess;
 }
 
-/* The worker's event descriptor once armed (UCX says BUSY while events wait
- * to be progressed: test again), and the control socket (its end). */
+/* Nothing to poll: gbNetWaitAll tests again after a backoff, as for a
+ * shared-memory ring. UCX's armed event descriptor is not enough where the
+ * worker is shared by threads (ranks that are threads of one process): one
+ * thread's progress can take the event another sleeps on, and UCX's own
+ * queues need progress calls that no descriptor announces. */
 int gbNetUcxPollFds(gbNetReq_t* rp, uint64_t round, struct pollfd* fds, int max) {
-  gbNetUcxConn_t* c = ((gbNetUcxReq_t*)rp)->conn;
-  if (c->pollRound == round) return 0;
-  c->pollRound = round;
-  if (c->err != gbSuccess || c->ctlEndNs || atomic_load(&c->shut) || max < 2) return -1;
-  if (c->lib->api.ucp_worker_arm(c->worker) != GB_UCS_OK) return -1;
-  fds[0] = (struct pollfd){c->efd, POLLIN, 0};
-  fds[1] = (struct pollfd){c->ctlFd, POLLIN, 0};
-  return 2;
+  (void)rp;
+  (void)round;
+  (void)fds;
+  (void)max;
+  return -1;
 }
 
 void gbNetUcxReqInfo(gbNetReq_t* rp, gbNetLabel_t* label, int* isSend, size_t* bytes) {
