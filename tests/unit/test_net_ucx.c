@@ -213,6 +213,7 @@ typedef struct {
   atomic_int abortFlag;
   int64_t firedAt;
   gbNetConn_t* shutConn;
+  const gbNetCause_t* cause;
 } aborter_t;
 
 static void* aborterMain(void* arg) {
@@ -224,7 +225,7 @@ static void* aborterMain(void* arg) {
   struct timespec ts = {0, 200 * 1000000};
   nanosleep(&ts, NULL);
   a->firedAt = gbClockNowNs();
-  if (a->shutConn) net->shutdown(a->shutConn, NULL);
+  if (a->shutConn) net->shutdown(a->shutConn, a->cause);
   else atomic_store_explicit(&a->abortFlag, 1, memory_order_relaxed);
   return NULL;
 }
@@ -278,10 +279,14 @@ static void testFaults(void) {
   CHECK(r == gbRemoteError && ab.firedAt > 0 && late < 0.5, "abort: %d, %.3f s after the flag", r, late);
   CHECK(strstr(gbErrorLast(), "aborted") != NULL, "abort message: %s", gbErrorLast());
 
-  /* Shutdown from another thread: this wait ends, and the peer sees the end
-   * (the control socket's) while the endpoint is still open. */
+  /* Shutdown from another thread, with the cause (rank 7 failed, seen by
+   * this side, rank 0 to the peer): this wait ends, and the peer hears the
+   * cause on the control socket while the endpoint is still open. */
+  gbNetCause_t seven = {.faultRank = 7, .seenBy = 0, .code = gbTimeout};
+  snprintf(seven.text, sizeof(seven.text), "rank 7 stalled in an all-reduce");
   aborter_t sh = {0};
   sh.shutConn = a;
+  sh.cause = &seven;
   pthread_create(&t, NULL, aborterMain, &sh);
   atomic_store(&sh.waiting, 1);
   r = gbNetWaitAll(&rr, 1, gbDeadlineIn(20), NULL);
@@ -295,6 +300,10 @@ static void testFaults(void) {
   r = gbNetWaitAll(&rr, 1, gbDeadlineIn(5), NULL);
   CHECK(r == gbRemoteError && secondsSince(t0) < 2.0, "peer of a shut connection: %d after %.2f s: %s", r,
         secondsSince(t0), gbErrorLast());
+  snprintf(want, sizeof(want), "%s: rank 7 failed (seen by rank 0, which then shut its connection to this rank "
+           "down: rank 7 stalled in an all-reduce)", group);
+  CHECK(strstr(gbErrorLast(), want) != NULL, "the peer's message \"%s\" lacks \"%s\"", gbErrorLast(), want);
+  CHECK(gbNetFailureCause(gbErrorLast(), &cause) && cause.faultRank == 7, "the peer blames rank 7");
   net->close(a);
   net->close(p);
 

@@ -26,6 +26,9 @@ typedef struct {
   int64_t stopDeadline; /* the current stop stage's */
   struct pollfd* pfds;  /* the signalfd, then every open rank stream */
   gbRunStream_t** streams; /* streams[i] is polled as pfds[i] (i >= 1) */
+  struct {
+    int rank, status;
+  } * reaped;             /* one look's ended ranks (reap) */
 } job_t;
 
 static void signalRanks(job_t* job, int sig) {
@@ -74,22 +77,32 @@ static void onReaped(job_t* job, gbRunRank_t* r, int wstatus) {
   }
 }
 
+/* Every rank that ended since the last look. Ranks whose peers end fast (a
+ * killed peer seen within microseconds) can end in the same batch as the
+ * rank that caused it, in any order of waitpid's: a rank a signal ended is
+ * taken first, so the job's status is the victim's, not a survivor's. */
 static void reap(job_t* job) {
+  int n = 0;
   for (;;) {
     int wstatus;
     pid_t pid = waitpid(-1, &wstatus, WNOHANG);
-    if (pid == 0) return;
+    if (pid == 0) break;
     if (pid < 0) {
       if (errno == EINTR) continue;
-      return; /* ECHILD: nothing left */
+      break; /* ECHILD: nothing left */
     }
     for (int i = 0; i < job->started; i++) {
       if (job->ranks[i].pid == pid) {
-        onReaped(job, &job->ranks[i], wstatus);
+        job->reaped[n].rank = i;
+        job->reaped[n++].status = wstatus;
         break;
       }
     }
   }
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < n; k++)
+      if ((WIFSIGNALED(job->reaped[k].status) != 0) == (pass == 0))
+        onReaped(job, &job->ranks[job->reaped[k].rank], job->reaped[k].status);
 }
 
 static void onLauncherSignal(job_t* job, int sig) {
@@ -186,8 +199,9 @@ int gbRunJob(const gbRunOptions_t* opts, const gbRunRestore_t* restore, int sigf
   job.ranks = calloc((size_t)opts->nranks, sizeof(*job.ranks));
   job.pfds = calloc(maxFds, sizeof(*job.pfds));
   job.streams = calloc(maxFds, sizeof(*job.streams));
-  if (!job.ranks || !job.pfds || !job.streams) {
-    free(job.ranks), free(job.pfds), free(job.streams);
+  job.reaped = calloc((size_t)opts->nranks, sizeof(*job.reaped));
+  if (!job.ranks || !job.pfds || !job.streams || !job.reaped) {
+    free(job.ranks), free(job.pfds), free(job.streams), free(job.reaped);
     gbRunFail(gbSystemError, "out of memory for %d ranks", opts->nranks);
     return 1;
   }
@@ -209,6 +223,6 @@ int gbRunJob(const gbRunOptions_t* opts, const gbRunRestore_t* restore, int sigf
     job.running++;
   }
   supervise(&job);
-  free(job.ranks), free(job.pfds), free(job.streams);
+  free(job.ranks), free(job.pfds), free(job.streams), free(job.reaped);
   return job.exitCode < 0 ? 0 : job.exitCode;
 }

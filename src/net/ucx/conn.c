@@ -313,20 +313,23 @@ gbResult_t gbNetUcxAccept(gbNetListener_t* lp, int srcRank, int tag, gbNetLabel_
 
 /* ------------------------------------------------------------- shutdown */
 
-/* Over UCX no cause is sent (as over TCP sockets): the peer hears the end of
- * the control socket, and of the endpoint once this side closes it. */
+/* The cause travels on the control socket, which carries nothing else
+ * after set-up, then the socket's end: the peer reads both while it waits
+ * (xfer.c), so it names the rank that failed first, here or across hosts.
+ * send(2) and shutdown(2) are safe while the owning thread uses the
+ * connection; the first shutdown tells the cause. */
 void gbNetUcxShutdown(gbNetConn_t* cp, const gbNetCause_t* cause) {
-  (void)cause;
   gbNetUcxConn_t* c = (gbNetUcxConn_t*)cp;
   if (c == NULL) return;
-  atomic_store(&c->shut, 1);
-  gbNetTcpOps.shutdown(c->ctl, NULL); /* thread safe: shutdown(2) of the socket */
+  if (atomic_exchange(&c->shut, 1) == 0 && cause != NULL)
+    (void)send(c->ctlFd, cause, sizeof(*cause), MSG_DONTWAIT | MSG_NOSIGNAL);
+  gbNetTcpOps.shutdown(c->ctl, NULL);
 }
 
-int gbNetUcxTold(gbNetConn_t* c, gbNetCause_t* out) {
-  (void)c;
-  (void)out;
-  return 0;
+int gbNetUcxTold(gbNetConn_t* cp, gbNetCause_t* out) {
+  gbNetUcxConn_t* c = (gbNetUcxConn_t*)cp;
+  ssize_t n = recv(c->ctlFd, out, sizeof(*out), MSG_PEEK | MSG_DONTWAIT);
+  return n == (ssize_t)sizeof(*out) && gbNetCauseSanitize(out);
 }
 
 /* Healthy: UCX first delivers what was sent (a send completes once UCX

@@ -79,6 +79,7 @@ struct gbNetUcxConn {
   atomic_int shut;           /* shutdown() was called (maybe from another thread) */
   atomic_int epStatus;       /* set by UCX's peer-failure callback (any thread's progress) */
   int64_t ctlEndNs;          /* when the control socket's end was seen (0: not) */
+  int64_t epFailNs;          /* when the peer-failure callback's status was seen (0: not) */
   gbResult_t err;            /* sticky: every later call returns it */
   char errMsg[512];
   int blamed;

@@ -20,6 +20,7 @@
  * peer sent before it closed (a send completes once UCX holds its bytes)
  * before a request still waiting fails. */
 #define CTL_END_GRACE_NS ((int64_t)500 * 1000 * 1000)
+#define CAUSE_GRACE_NS ((int64_t)50 * 1000 * 1000)
 
 static gbResult_t sticky(gbNetUcxConn_t* c) { return gbNetUcxConnFail(c, c->err, c->errMsg, NULL); }
 
@@ -98,14 +99,30 @@ gbResult_t gbNetUcxIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** r
   return post((gbNetUcxConn_t*)c, buf, bytes, 0, req);
 }
 
-/* Why a request that is not done cannot finish, if it cannot. */
+/* Why a request that is not done cannot finish, if it cannot: this rank
+ * shut the connection down; the peer told why it shut it down (the cause
+ * names who failed first); UCX saw the peer fail, or the control socket
+ * ended without a cause (each given CAUSE_GRACE_NS for a cause, which
+ * comes first but on another socket, and the end CTL_END_GRACE_NS for
+ * data UCX still delivers). */
 static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   char w[96];
   what(r, w, sizeof(w));
   if (atomic_load(&c->shut)) return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, w);
+  gbNetCause_t k;
+  if (gbNetUcxTold((gbNetConn_t*)c, &k)) {
+    char msg[sizeof(c->errMsg)];
+    gbNetCauseText(msg, sizeof(msg), c->group, c->peerRank, &k, "");
+    return gbNetUcxConnFail(c, gbRemoteError, msg, &k);
+  }
+  int64_t now = gbClockNowNs();
   ucs_status_t ep = atomic_load(&c->epStatus);
-  if (ep != GB_UCS_OK) return gbNetUcxStatusFail(c, ep, w);
-  if (gbNetUcxCtlEnded(c) && gbClockNowNs() - c->ctlEndNs > CTL_END_GRACE_NS)
+  if (ep != GB_UCS_OK) {
+    if (c->epFailNs == 0) c->epFailNs = now;
+    if (now - c->epFailNs > CAUSE_GRACE_NS || (gbNetUcxCtlEnded(c) && now - c->ctlEndNs > CAUSE_GRACE_NS))
+      return gbNetUcxStatusFail(c, ep, w);
+  }
+  if (gbNetUcxCtlEnded(c) && now - c->ctlEndNs > CTL_END_GRACE_NS)
     return gbNetUcxStatusFail(c, GB_UCS_ERR_CONNECTION_RESET, w);
   return gbSuccess;
 }
