@@ -98,12 +98,24 @@ def program(name):
     return os.path.join(BUILD_DIR, "tests", name)
 
 
+def ucx_missing():
+    """Why UCX cannot run here, or None."""
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"):
+        if os.path.exists(os.path.join(d, "libucp.so.0")):
+            return None
+    return "no libucp.so.0 (apt-get install libucx0; make test installs it)"
+
+
 def require_built(*names):
-    """Fails the suite with a clear message when a needed binary is missing."""
+    """Fails the suite with a clear message when a needed binary is missing;
+    skips it (77) when GB_TEST_TRANSPORT names a transport this machine lacks."""
     missing = [p for p in [launcher()] + [program(n) for n in names] if not os.access(p, os.X_OK)]
     if missing:
         print("FAIL: not built: " + ", ".join(missing) + " (build first: make BUILD=...)")
         sys.exit(1)
+    if TRANSPORT == "ucx" and ucx_missing():
+        print("SKIP: GB_TEST_TRANSPORT=ucx, but " + ucx_missing())
+        sys.exit(77)
 
 
 def clean_env(**extra):
