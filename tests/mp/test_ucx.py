@@ -13,6 +13,8 @@ test_faults) run over UCX as CTest's ucx/ entries (GB_TEST_TRANSPORT=ucx).
   rank, naming every rank and what to install, within seconds.
 - Ranks that disagree (rank 0 tcp, the others ucx): one verdict naming the
   setting and who uses which.
+- gpubridge-info --preflight: UCX's version where it loads, a failure
+  naming what to install where it does not.
 
     python3 tests/mp/test_ucx.py [--only SUBSTRING]
 """
@@ -105,6 +107,20 @@ def refusals(suite, only):
                 ["ranks disagree on GPUBRIDGE_TRANSPORT", "rank 0 uses tcp, ranks 1-3 use ucx"])
 
 
+def preflight(suite, only):
+    label = "gpubridge-info --preflight"
+    if only and only not in label:
+        return
+    info = os.path.join(os.path.dirname(harness.launcher()), "gpubridge-info")
+    res = harness.run([info, "--preflight"], ucx_env(), 60)
+    line = [l for l in res.out.splitlines() if l.startswith("transport")]
+    suite.check(line and " ok " in line[0] and "ucx: UCX 1." in line[0],
+                "%s: GPUBRIDGE_TRANSPORT=ucx: the transport check names UCX's version" % label, res.tail())
+    res = harness.run([info, "--preflight"], ucx_env(GPUBRIDGE_UCX_LIBRARY="/nonexistent/libucp.so.0"), 60)
+    suite.check(res.rc == 1 and "preflight: FAIL" in res.out and "transport: GPUBRIDGE_TRANSPORT=ucx, but UCX did "
+                "not load" in res.out, "%s: UCX missing: the verdict fails naming it" % label, res.tail())
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     harness.require_built("rank_matrix")
@@ -116,6 +132,7 @@ def main():
     across_hosts(suite, only)
     ucx_shared_memory(suite, only)
     refusals(suite, only)
+    preflight(suite, only)
     suite.done()
 
 

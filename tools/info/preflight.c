@@ -1,5 +1,6 @@
 /* gpubridge-info --preflight: what a node needs before a job, checked in
- * seconds: the library, this process's device, the settings, the interface
+ * seconds: the library, this process's device, the settings, the transport
+ * (UCX loads where GPUBRIDGE_TRANSPORT=ucx asks for it), the interface
  * communicators would listen on, the limits (locked memory for pinned and
  * registered buffers, open files for sockets), the clock, and with --peers
  * whether every other node is reachable on that interface and reaches this
@@ -12,6 +13,7 @@
 #include "preflight.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timex.h>
@@ -59,6 +62,34 @@ static double nowS(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* GPUBRIDGE_TRANSPORT=ucx: UCX must load here, as the library will load it
+ * (GPUBRIDGE_UCX_LIBRARY, else libucp.so.0). */
+static void checkTransport(tally_t* t) {
+  const char* tr = getenv("GPUBRIDGE_TRANSPORT");
+  if (tr == NULL || strcasecmp(tr, "ucx") != 0) {
+    report(t, "transport", "ok", "%s", tr && *tr ? tr : "tcp");
+    return;
+  }
+  const char* name = getenv("GPUBRIDGE_UCX_LIBRARY");
+  if (name == NULL || *name == '\0') name = "libucp.so.0";
+  void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char* e = dlerror();
+    report(t, "transport", "FAIL", "GPUBRIDGE_TRANSPORT=ucx, but UCX did not load: %s (%s); install UCX (Debian, "
+           "Ubuntu: apt-get install libucx0; RHEL: dnf install ucx) or set GPUBRIDGE_TRANSPORT=tcp", name,
+           e ? e : "unknown error");
+    return;
+  }
+  void (*version)(unsigned*, unsigned*, unsigned*) = NULL;
+  *(void**)&version = dlsym(h, "ucp_get_version");
+  unsigned v[3] = {0, 0, 0};
+  if (version) version(&v[0], &v[1], &v[2]);
+  const char *tls = getenv("UCX_TLS"), *devs = getenv("UCX_NET_DEVICES");
+  report(t, "transport", version ? "ok" : "FAIL", "ucx: UCX %u.%u.%u from %s; UCX_TLS=%s UCX_NET_DEVICES=%s", v[0], v[1],
+         v[2], name, tls ? tls : "(unset: UCX picks)", devs ? devs : "(unset: all)");
+  dlclose(h);
 }
 
 static void checkLibrary(tally_t* t) {
@@ -365,6 +396,7 @@ int preflightMain(const char* peers, int port, double waitS) {
   checkLibrary(&t);
   checkDevice(&t);
   checkSettings(&t);
+  checkTransport(&t);
   char ifname[64] = "", address[96] = "";
   int haveIf = checkInterface(&t, peers != NULL, ifname, sizeof(ifname), address, sizeof(address));
   checkLimits(&t);
