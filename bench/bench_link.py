@@ -9,10 +9,14 @@ each its own simulated island (nvidia on host a, amd on host b), so every
 byte of the all-reduce crosses the bridge over the link. Per link, --repeat
 times: one TCP stream's goodput (the reference; the best is kept), then
 gpubridge-perf all_reduce fp32 8 B .. 64 MiB (the best time per size is
-kept). Writes OUT/link_allreduce.{json,png}; the last line is
+kept), over each of --transports (default tcp, and ucx where UCX is
+installed: GPUBRIDGE_TRANSPORT=ucx over UCX's tcp transport, the parity row;
+docs/UCX.md says what it gains with RDMA instead). Writes
+OUT/link_allreduce.{json,png}; the last line is
 `line_rate_fraction_64MiB <x>`: busbw at 64 MiB (in place) over the 10 Gbit/s
 line rate (1.25 GB/s), without delay."""
 import argparse
+import ctypes
 import os
 import subprocess
 import sys
@@ -25,6 +29,14 @@ from report import best, human, machine, save
 HERE = os.path.dirname(os.path.abspath(__file__))
 # (Gbit/s, one-way delay ms); 0 Gbit/s: no shaping, this machine's own ceiling
 CONFIGS = [(10, 0), (10, 1), (25, 0), (25, 1), (1, 0), (0, 0)]
+
+
+def ucx_loads():
+    try:
+        ctypes.CDLL("libucp.so.0")
+        return True
+    except OSError:
+        return False
 
 
 def tcp_reference(link, mib):
@@ -52,7 +64,13 @@ p.add_argument("-n", type=int, default=5)
 p.add_argument("-w", type=int, default=2)
 p.add_argument("--tcp-mib", type=int, default=256)
 p.add_argument("--repeat", type=int, default=2)
+p.add_argument("--transports", default=None, help="comma list of tcp, ucx (default: tcp, and ucx where it loads)")
 a = p.parse_args()
+if a.transports is None:
+    a.transports = "tcp,ucx" if ucx_loads() else "tcp"
+    if a.transports == "tcp":
+        print("bench-link: no UCX row: libucp.so.0 does not load here (apt-get install libucx0)", flush=True)
+transports = a.transports.split(",")
 a.out = a.out or os.path.join(a.build, "perf")
 os.makedirs(a.out, exist_ok=True)
 before = machine()
@@ -70,21 +88,30 @@ try:
             results[name] = {"skipped": "no netem qdisc in this kernel: " + why}
             continue
         link.shape(gbit, delay)
-        tcp, runs = 0.0, []
+        tcp, runs = 0.0, {t: [] for t in transports}
         for _ in range(a.repeat):
             tcp = max(tcp, tcp_reference(link, a.tcp_mib))
-            meta, rows, out = run_pair(link, a.build, perf_args("all_reduce", a.b, a.e, a.f, a.n, a.w), 300)
-            runs.append(series(rows, "in_place"))
-        s = best(runs, 1.0)  # 2 ranks: busbw = algbw
-        top = s[max(s)]
-        fraction = top["busbw_gbps"] / (gbit / 8.0) if gbit else None
-        print("bench-link: %s: one TCP stream %.2f Gbit/s; gpubridge %s busbw %.3f GB/s%s; 8 B in %.0f us"
-              % (name, tcp, human(max(s)), top["busbw_gbps"],
-                 " = %.3f of line rate" % fraction if gbit else "", s[min(s)]["time_us"]), flush=True)
-        results[name] = {"gbit": gbit, "delay_ms": delay, "tcp_stream_gbps": tcp, "gpubridge_meta": meta,
-                         "line_rate_fraction_max_size": fraction,
-                         "gpubridge": {str(k): v for k, v in sorted(s.items())}}
-        plots["gpubridge, " + name] = s
+            for t in transports:
+                meta, rows, out = run_pair(link, a.build, perf_args("all_reduce", a.b, a.e, a.f, a.n, a.w), 300,
+                                           {"GPUBRIDGE_TRANSPORT": t})
+                runs[t].append(series(rows, "in_place"))
+        results[name] = {"gbit": gbit, "delay_ms": delay, "tcp_stream_gbps": tcp, "gpubridge_meta": meta}
+        for t in transports:
+            s = best(runs[t], 1.0)  # 2 ranks: busbw = algbw
+            top = s[max(s)]
+            fraction = top["busbw_gbps"] / (gbit / 8.0) if gbit else None
+            print("bench-link: %s: one TCP stream %.2f Gbit/s; gpubridge over %s %s busbw %.3f GB/s%s; 8 B in %.0f us"
+                  % (name, tcp, t, human(max(s)), top["busbw_gbps"],
+                     " = %.3f of line rate" % fraction if gbit else "", s[min(s)]["time_us"]), flush=True)
+            key = "gpubridge" if t == "tcp" else "gpubridge_" + t
+            results[name][key] = {str(k): v for k, v in sorted(s.items())}
+            results[name][key.replace("gpubridge", "line_rate_fraction_max_size")] = fraction
+            plots["gpubridge %s, %s" % (t, name)] = s
+        if "ucx" in transports and "tcp" in transports:
+            u, c = results[name]["gpubridge_ucx"], results[name]["gpubridge"]
+            big = max(int(k) for k in c)
+            print("bench-link: %s: ucx over tcp at %s: %.2fx busbw" % (name, human(big), u[str(big)]["busbw_gbps"]
+                                                                       / c[str(big)]["busbw_gbps"]), flush=True)
 finally:
     link.down()
 
