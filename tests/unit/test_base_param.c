@@ -59,7 +59,7 @@ static void testDefaults(void) {
       "GPUBRIDGE_SHM", "GPUBRIDGE_LIBRARY", "GPUBRIDGE_VENDORS", "GPUBRIDGE_TRACE_BUFFER",
       "GPUBRIDGE_TRACE_DIR", "GPUBRIDGE_TRACE_SIGNAL", "GPUBRIDGE_TRACE_DONE", "GPUBRIDGE_HIPRTC_LIBRARY",
       "GPUBRIDGE_BRIDGE_SLOTS", "GPUBRIDGE_EXCHANGE", "GPUBRIDGE_BRIDGE_COMPRESSION",
-      "GPUBRIDGE_LAUNCHER"};
+      "GPUBRIDGE_LAUNCHER", "GPUBRIDGE_UCX_LIBRARY"};
   for (int i = 0; i < GB_PARAM_COUNT; i++) {
     const gbParamDesc_t* d = gbParamDesc((gbParamId_t)i);
     CHECK(d && strcmp(d->name, names[i]) == 0, "descriptor %d is %s", i, d ? d->name : "NULL");
@@ -73,6 +73,10 @@ static void testDefaults(void) {
             strcmp(p->choices[gbPolicySplitRail], "split-rail") == 0 && strcmp(p->choices[gbPolicyTuned], "tuned") == 0 &&
             p->choices[gbNumPolicies] == NULL,
         "policy choices in gbPolicy_t order");
+  const gbParamDesc_t* t = gbParamDesc(GB_PARAM_TRANSPORT);
+  CHECK(strcmp(t->choices[gbTransportTcp], "tcp") == 0 && strcmp(t->choices[gbTransportUcx], "ucx") == 0 &&
+            t->choices[gbNumTransports] == NULL && t->mustAgree,
+        "transport choices in gbTransport_t order, and every rank must agree");
   CHECK(p->mustAgree && gbParamDesc(GB_PARAM_TIMEOUT)->mustAgree && !gbParamDesc(GB_PARAM_DEBUG)->mustAgree,
         "mustAgree flags");
 }

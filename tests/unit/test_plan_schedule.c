@@ -208,8 +208,8 @@ static void checkExchange(void) {
   static const struct {
     size_t bytes;
     int blocks;
-  } b[] = {{1, 1}, {8 * KIB, 1}, {8 * KIB + 1, 2}, {64 * KIB, 8}, {128 * KIB, 8}, {256 * KIB, 16}, {512 * KIB, 32},
-           {1024 * KIB, 32}};
+  } b[] = {{1, 1}, {8 * KIB, 1}, {8 * KIB + 1, 2}, {64 * KIB, 8}, {128 * KIB, 8}, {256 * KIB, 16}, {256 * KIB + 1, 4},
+           {512 * KIB, 8}, {1024 * KIB, 16}, {4096 * KIB, 32}};
   for (size_t k = 0; k < sizeof(b) / sizeof(b[0]); k++)
     CHECK(gbPlanExchangeBlocks(b[k].bytes) == b[k].blocks, "%zu bytes: %d exchange blocks, got %d", b[k].bytes,
           b[k].blocks, gbPlanExchangeBlocks(b[k].bytes));
