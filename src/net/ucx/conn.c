@@ -164,6 +164,7 @@ static void onPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status) {
 static gbResult_t connCreate(const gbNetUcxLib_t* lib, uint64_t commHash, gbNetConn_t* ctl, gbNetLabel_t label,
                              gbNetUcxConn_t** out) {
   gbNetUcxConn_t* c = calloc(1, sizeof(*c));
+  *out = c;
   if (c == NULL) {
     gbNetTcpOps.close(ctl);
     return gbErrorSet(gbSystemError, "out of memory creating a connection to rank %d", label.peerRank);
@@ -175,7 +176,6 @@ static gbResult_t connCreate(const gbNetUcxLib_t* lib, uint64_t commHash, gbNetC
   snprintf(c->group, sizeof(c->group), "%s", label.group ? label.group : "net");
   atomic_init(&c->shut, 0);
   atomic_init(&c->epStatus, GB_UCS_OK);
-  *out = c;
   return gbNetUcxWorkerGet(lib, commHash, &c->w);
 }
 
