@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/result.h"
 #include "net/net.h"
+#include "net_pattern.h"
 #include "os/socket.h"
 
 static atomic_int failures;
@@ -73,17 +74,6 @@ static void logClear(void) {
 }
 
 /* -------------------------------------------------------------- helpers */
-
-/* Bytes of a message, from (seed, index): xorshift64*. */
-static void pattern(uint64_t seed, unsigned char* buf, size_t n) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    buf[i] = (unsigned char)((x * 0x2545f4914f6cdd1dull) >> 56);
-  }
-}
 
 static gbNetHello_t makeHello(int rank, int tag, int nsocks) {
   gbNetHello_t h;

@@ -14,18 +14,10 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "check.h"
 #include "net/net.h"
+#include "net_pattern.h"
 
-static atomic_int failures;
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      atomic_fetch_add(&failures, 1);                                 \
-    }                                                                 \
-  } while (0)
 
 static const gbNetOps_t* net;
 static uint8_t secret[GB_NET_SECRET_BYTES];
@@ -33,17 +25,6 @@ static const uint64_t commHash = 0x5eed5eed0cc0cc0cull;
 static const char* group = "testgroup";
 
 static double secondsSince(int64_t t0) { return (double)(gbClockNowNs() - t0) / 1e9; }
-
-/* Bytes of a message, from a seed: xorshift64*. */
-static void pattern(uint64_t seed, unsigned char* buf, size_t n) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    buf[i] = (unsigned char)((x * 0x2545f4914f6cdd1dull) >> 56);
-  }
-}
 
 static gbNetListener_t* makeListener(gbSockAddr_t* addr) {
   gbSockAddr_t any;
@@ -325,8 +306,8 @@ int main(void) {
   printf("data: %.2f s\n", secondsSince(t0));
   testFaults();
   printf("faults: %.2f s\n", secondsSince(t0));
-  if (atomic_load(&failures)) {
-    fprintf(stderr, "test_net_ucx: %d check(s) failed\n", atomic_load(&failures));
+  if (failures) {
+    fprintf(stderr, "test_net_ucx: %d check(s) failed\n", failures);
     return 1;
   }
   printf("test_net_ucx: all checks passed\n");
