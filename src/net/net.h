@@ -125,6 +125,15 @@ typedef struct gbNetOps {
    * reqInfo says where req goes, for messages. */
   int (*pollFds)(gbNetReq_t* req, uint64_t round, struct pollfd* fds, int max);
   void (*reqInfo)(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* bytes);
+
+  /* Optional (NULL: the transport moves any memory as it is): registers
+   * [base, base + bytes) with the network for this process, so messages
+   * that lie inside it (isend/irecv find it by address) move with no copy
+   * or registration on the way (RDMA). *handle is for memDeregister, before
+   * the memory goes. A failure is the caller's to report; it may go on
+   * unregistered. */
+  gbResult_t (*memRegister)(void* base, size_t bytes, void** handle);
+  void (*memDeregister)(void* handle);
 } gbNetOps_t;
 
 extern const gbNetOps_t gbNetTcpOps;

@@ -126,6 +126,8 @@ typedef struct gbSharedSlots {
   uint64_t exchangeUses;
   void* exchangeStream; /* the last exchange's */
   int exchangeGrid;     /* and its thread blocks (a GPU's: block b sets done[b], among others) */
+  const gbNetOps_t* net; /* remote: the group's transport, and its handle of the slots (NULL: not registered) */
+  void* netMem;
 } gbSharedSlots_t;
 
 /* A stage over the slots: a host group's (shared or remote ops), or the

@@ -61,6 +61,7 @@ static void unmap(gbSharedSlots_t* sh, int registered) {
     gbStageMemoryAdd(&sh->ctx, sh->remote ? GB_STAGE_MEM_PINNED : GB_STAGE_MEM_SEGMENT, -sh->counted);
     gbStageMemoryAdd(&sh->ctx, GB_STAGE_MEM_PINNED, -(int64_t)(gbSharedFlagCount(sh) * sizeof(gbFlag_t)));
   }
+  if (sh->netMem) sh->net->memDeregister(sh->netMem);
   if (registered) dev->hostUnregister(sh->base);
   /* The shared segment's mapping, or remote memory (mapped the same way). */
   if (sh->base) munmap(sh->base, sh->bytes);
@@ -94,6 +95,13 @@ static int attach(gbSharedSlots_t* sh, const offer_t* o, void* made, int* regist
   }
   *registered = 1;
   sh->devBase = dev;
+  /* Remote slots are the network's source and destination: a transport
+   * that registers memory (UCX: RDMA) gets them; unregistered, they still
+   * move. */
+  if (sh->remote && sh->net && sh->net->memRegister &&
+      sh->net->memRegister(sh->base, sh->bytes, &sh->netMem) != gbSuccess)
+    GB_INFO(GB_LOG_NET, "%s: staging slots not registered with the %s transport: %s", sh->name, sh->net->name,
+            gbErrorLast());
   /* My signals, before any member can write them (they start after the agreement below). */
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   gbStageFlagsInit(&sh->ctx, &mine->inFull[0][0], sizeof(mine->inFull) / sizeof(gbFlag_t));
@@ -145,6 +153,7 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
   sh->me = g->me;
   sh->ranks = g->ranks;
   sh->name = g->name;
+  sh->net = g->net;
   gbStageSlotsSpec_t sized = *spec;
   sized.channels = spec->channels && !sh->remote;
   sizeLayout(&sized, g->n, !sh->remote && dev->exchangeAsync, sh);

@@ -6,6 +6,9 @@ test_faults) run over UCX as CTest's ucx/ entries (GB_TEST_TRANSPORT=ucx).
   all-reduce and the light case set, every rank checking the bits; the bytes
   cross the hosts' link (UCX, which judges "same host" by the machine, is
   kept to its tcp transport by GPUBRIDGE_SIM_HOST), counted on gb0.
+- Two simulated hosts (GPUBRIDGE_SIM_HOST by rank): the remote staging
+  slots are registered with UCX (ucp_mem_map) and the bridge's messages
+  move from and into them with the memory handle, bit for bit.
 - One host with UCX's shared-memory transports allowed
   (UCX_TLS=tcp,posix,sysv,cma,self): the peer-failure mode gpubridge asks
   for still picks transports that carry the job.
@@ -19,6 +22,7 @@ test_faults) run over UCX as CTest's ucx/ entries (GB_TEST_TRANSPORT=ucx).
     python3 tests/mp/test_ucx.py [--only SUBSTRING]
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -81,6 +85,25 @@ def ucx_shared_memory(suite, only):
     harness.check_every_rank_ok(suite, res, 4, label)
 
 
+def registered_slots(suite, only):
+    label = "two simulated hosts: remote staging slots registered with UCX"
+    if only and only not in label:
+        return
+    env = ucx_env(GPUBRIDGE_POLICY="hierarchical", GPUBRIDGE_TIMEOUT=60, GPUBRIDGE_DEBUG="INFO",
+                  GPUBRIDGE_DEBUG_SUBSYS="NET")
+    hosts_by_rank = 'export GPUBRIDGE_SIM_HOST=h$((RANK / 2)); exec "$@"'
+    res = harness.run_job(4, ["sh", "-c", hosts_by_rank, "sh"] + matrix_args(45, ["--allreduce", "%d:float32:sum:oi"
+                                                                                  % BIG]),
+                          env, vendors=VENDORS, launcher_timeout=240, timeout=260)
+    harness.check_every_rank_ok(suite, res, 4, label)
+    lines = res.lines().get(0, [])
+    moved = [int(m.group(1)) for m in (re.search(r"UCX: (\d+) messages moved from or into the registered", l)
+                                       for l in lines) if m]
+    suite.check(any("UCX: registered" in l for l in lines) and moved and max(moved) > 0,
+                "%s: rank 0 registered its slots and moved messages from and into them (%s)" % (label, moved),
+                "\n".join(l for l in lines if "INFO" in l)[-1500:])
+
+
 def verdict(suite, label, env, prog_args, wants):
     res = harness.run_job(4, prog_args, env, vendors=VENDORS, keep_going=True, launcher_timeout=60, timeout=80)
     lines = res.lines()
@@ -131,6 +154,7 @@ def main():
         sys.exit(77)
     across_hosts(suite, only)
     ucx_shared_memory(suite, only)
+    registered_slots(suite, only)
     refusals(suite, only)
     preflight(suite, only)
     suite.done()

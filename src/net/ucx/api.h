@@ -74,6 +74,9 @@ enum { GB_UCP_ERR_HANDLING_MODE_NONE = 0, GB_UCP_ERR_HANDLING_MODE_PEER = 1 };
 #define GB_UCP_OP_ATTR_FIELD_USER_DATA GB_UCS_BIT(2)
 #define GB_UCP_OP_ATTR_FIELD_FLAGS GB_UCS_BIT(4)
 #define GB_UCP_OP_ATTR_FIELD_RECV_INFO GB_UCS_BIT(7)
+#define GB_UCP_OP_ATTR_FIELD_MEMH GB_UCS_BIT(8)
+#define GB_UCP_MEM_MAP_PARAM_FIELD_ADDRESS GB_UCS_BIT(0)
+#define GB_UCP_MEM_MAP_PARAM_FIELD_LENGTH GB_UCS_BIT(1)
 #define GB_UCP_EP_CLOSE_FLAG_FORCE GB_UCS_BIT(0)
 #define GB_UCP_ENTITY_NAME_MAX 32
 
@@ -172,6 +175,15 @@ typedef struct {
   ucp_mem_h memh;
 } ucp_request_param_t;
 
+typedef struct ucp_mem_map_params {
+  uint64_t field_mask;
+  void* address;
+  size_t length;
+  unsigned flags;
+  unsigned prot;
+  int memory_type;
+} ucp_mem_map_params_t;
+
 /* The entry points, bound by load.c. */
 typedef struct {
   void (*ucp_get_version)(unsigned* major, unsigned* minor, unsigned* release);
@@ -195,6 +207,8 @@ typedef struct {
   ucs_status_t (*ucp_request_check_status)(void* request);
   void (*ucp_request_cancel)(ucp_worker_h worker, void* request);
   void (*ucp_request_free)(void* request);
+  ucs_status_t (*ucp_mem_map)(ucp_context_h context, const ucp_mem_map_params_t* params, ucp_mem_h* memh);
+  ucs_status_t (*ucp_mem_unmap)(ucp_context_h context, ucp_mem_h memh);
   const char* (*ucs_status_string)(ucs_status_t status);
 } gbUcpApi_t;
 

@@ -39,7 +39,7 @@ static gbResult_t bindAll(void* h) {
       SYM(ucp_init_version), SYM(ucp_cleanup), SYM(ucp_worker_create), SYM(ucp_worker_destroy),
       SYM(ucp_worker_query), SYM(ucp_worker_release_address), SYM(ucp_worker_progress), SYM(ucp_ep_create), SYM(ucp_ep_close_nbx),
       SYM(ucp_tag_send_nbx), SYM(ucp_tag_recv_nbx), SYM(ucp_request_check_status), SYM(ucp_request_cancel),
-      SYM(ucp_request_free), SYM(ucs_status_string)};
+      SYM(ucp_request_free), SYM(ucp_mem_map), SYM(ucp_mem_unmap), SYM(ucs_status_string)};
   const char* missing = gbOsSymbolsBind(h, syms, sizeof(syms) / sizeof(syms[0]), 1);
   if (missing)
     return failLoad("%s has no %s: UCX 1.10 or newer is needed (ucx_info -v; update UCX, or set "

@@ -21,4 +21,6 @@ const gbNetOps_t gbNetUcxOps = {
     .close = gbNetUcxClose,
     .pollFds = gbNetUcxPollFds,
     .reqInfo = gbNetUcxReqInfo,
+    .memRegister = gbNetUcxMemRegister,
+    .memDeregister = gbNetUcxMemDeregister,
 };

@@ -122,6 +122,12 @@ void gbNetUcxReqInfo(gbNetReq_t* req, gbNetLabel_t* label, int* isSend, size_t* 
 /* Posts one message on the connection's tags (set-up uses it for the proof)
  * and waits for it until the deadline. */
 gbResult_t gbNetUcxWaitOne(gbNetUcxConn_t* c, gbNetUcxReq_t* r, gbDeadline_t deadline, const atomic_int* abortFlag);
+/* Registered memory (mem.c): gbNetOps_t.memRegister and memDeregister, and
+ * the handle of the region holding [buf, buf + bytes), NULL if none. */
+gbResult_t gbNetUcxMemRegister(void* base, size_t bytes, void** handle);
+void gbNetUcxMemDeregister(void* handle);
+ucp_mem_h gbNetUcxMemFind(const void* buf, size_t bytes);
+
 /* Frees every request left, UCX's first (close). */
 void gbNetUcxReqsRelease(gbNetUcxConn_t* c);
 

@@ -66,6 +66,7 @@ static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, g
   ucp_request_param_t p = {.op_attr_mask = GB_UCP_OP_ATTR_FIELD_CALLBACK | GB_UCP_OP_ATTR_FIELD_USER_DATA,
                            .user_data = r};
   void* ucx;
+  if (bytes > 0 && (p.memh = gbNetUcxMemFind(buf, bytes)) != NULL) p.op_attr_mask |= GB_UCP_OP_ATTR_FIELD_MEMH;
   if (isSend) {
     p.cb.send = sendDone;
     ucx = u->ucp_tag_send_nbx(c->ep, buf, bytes, c->sendTag, &p);

@@ -3,7 +3,7 @@
  * every constant. Included by ours.c and theirs.c after their headers. */
 #define GB_UCX_STRUCTS(X) \
   X(ucp_params_t) X(ucp_worker_params_t) X(ucp_worker_attr_t) X(ucp_err_handler_t) X(ucp_ep_params_t) \
-  X(ucp_request_param_t) X(ucp_tag_recv_info_t)
+  X(ucp_request_param_t) X(ucp_tag_recv_info_t) X(ucp_mem_map_params_t)
 
 #define GB_UCX_FIELDS(X)                                                                                       \
   X(ucp_params_t, field_mask) X(ucp_params_t, features) X(ucp_params_t, request_size)                         \
@@ -26,7 +26,9 @@
   X(ucp_request_param_t, cb) X(ucp_request_param_t, datatype) X(ucp_request_param_t, user_data)               \
   X(ucp_request_param_t, reply_buffer) X(ucp_request_param_t, memory_type) X(ucp_request_param_t, recv_info)  \
   X(ucp_request_param_t, memh)                                                                                 \
-  X(ucp_tag_recv_info_t, sender_tag) X(ucp_tag_recv_info_t, length)
+  X(ucp_tag_recv_info_t, sender_tag) X(ucp_tag_recv_info_t, length)                                           \
+  X(ucp_mem_map_params_t, field_mask) X(ucp_mem_map_params_t, address) X(ucp_mem_map_params_t, length)         \
+  X(ucp_mem_map_params_t, flags) X(ucp_mem_map_params_t, prot) X(ucp_mem_map_params_t, memory_type)
 
 /* (ours, UCX's) */
 #define GB_UCX_CONSTANTS(X)                                                                                     \
@@ -58,6 +60,9 @@
   X(GB_UCP_OP_ATTR_FIELD_USER_DATA, UCP_OP_ATTR_FIELD_USER_DATA)                                                \
   X(GB_UCP_OP_ATTR_FIELD_FLAGS, UCP_OP_ATTR_FIELD_FLAGS)                                                        \
   X(GB_UCP_OP_ATTR_FIELD_RECV_INFO, UCP_OP_ATTR_FIELD_RECV_INFO)                                                \
+  X(GB_UCP_OP_ATTR_FIELD_MEMH, UCP_OP_ATTR_FIELD_MEMH)                                                          \
+  X(GB_UCP_MEM_MAP_PARAM_FIELD_ADDRESS, UCP_MEM_MAP_PARAM_FIELD_ADDRESS)                                        \
+  X(GB_UCP_MEM_MAP_PARAM_FIELD_LENGTH, UCP_MEM_MAP_PARAM_FIELD_LENGTH)                                          \
   X(GB_UCP_EP_CLOSE_FLAG_FORCE, UCP_EP_CLOSE_FLAG_FORCE) X(GB_UCP_ENTITY_NAME_MAX, UCP_ENTITY_NAME_MAX)
 
 typedef struct {
