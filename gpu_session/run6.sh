@@ -18,6 +18,12 @@ echo "== MPS the exchange, 8 B .. 1 MiB"; perf -b 8 -e 1M -f 2 -n 100 -w 10
 echo "== MPS the copy path (GPUBRIDGE_EXCHANGE=off), 8 B .. 1 MiB"; GPUBRIDGE_EXCHANGE=off perf -b 8 -e 1M -f 2 -n 100 -w 10
 echo "== MPS the exchange again, 256 KiB .. 1 MiB"; perf -b 256K -e 1M -f 2 -n 100 -w 10
 echo "== MPS 16 MiB, 256 MiB"; perf -b 16M -e 256M -f 16 -n 10 -w 3
+for c in 2M 4M 8M; do for k in 2 4; do
+  echo "== MPS 16 MiB chunk $c slots $k"; GPUBRIDGE_CHUNK_BYTES=$c GPUBRIDGE_STAGING_SLOTS=$k perf -b 16M -e 16M -n 20 -w 3
+done; done
+for c in 8M 16M 32M; do for k in 2 4; do
+  echo "== MPS 256 MiB chunk $c slots $k"; GPUBRIDGE_CHUNK_BYTES=$c GPUBRIDGE_STAGING_SLOTS=$k perf -b 256M -e 256M -n 5 -w 2
+done; done
 echo quit | nvidia-cuda-mps-control
 echo "== time-sliced 8 B .. 256 MiB"; perf -b 8 -e 256M -f 16 -n 10 -w 3
 echo "all done $(date -u +%T)"
