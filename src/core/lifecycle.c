@@ -85,10 +85,17 @@ static void logTraffic(const gbCommGroup_t* g) {
     GB_INFO(GB_LOG_NET, "traffic: %s sent %llu bytes", g->name, (unsigned long long)g->algo.bytesSent);
 }
 
-static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
+/* Closes g's connections (a borrowed group's are its owner's). */
+static void closeConns(gbComm_t c, gbCommGroup_t* g) {
   if (g->conns && !g->borrowed)
-    for (int k = 0; k < g->algo.n; k++)
+    for (int k = 0; k < g->algo.n; k++) {
       if (g->conns[k]) c->net->close(g->conns[k]);
+      g->conns[k] = NULL;
+    }
+}
+
+static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
+  closeConns(c, g);
   gbAlgoGroupFree(&g->algo);
   free(g->conns);
   free(g->ranks);
@@ -132,6 +139,13 @@ void gbCommFree(gbComm_t c) {
   logTraffic(&c->island);
   if (c->rails && c->myRail >= 0) logTraffic(&c->rails[c->myRail]);
   if (c->islandComm) c->islandComm->ops->destroy(c->islandComm);
+  /* Connections first: a transport whose close drives a worker shared by
+   * the communicator's connections (UCX) moves requests a failed wait left
+   * posted, which may point into the stages' memory. */
+  for (int i = 0; i < c->nrails; i++) closeConns(c, &c->rails[i]);
+  closeConns(c, &c->island);
+  closeConns(c, &c->bridge);
+  closeConns(c, &c->world);
   gbCommStagesFree(c);
   for (int i = 0; i < c->nrails; i++) freeGroup(c, &c->rails[i]);
   free(c->rails);

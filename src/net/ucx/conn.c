@@ -103,7 +103,7 @@ gbResult_t gbNetUcxConnFail(gbNetUcxConn_t* c, gbResult_t code, const char* text
   return c->err;
 }
 
-static int peerGone(ucs_status_t st) {
+int gbNetUcxPeerGone(ucs_status_t st) {
   return st == GB_UCS_ERR_CONNECTION_RESET || st == GB_UCS_ERR_NOT_CONNECTED || st == GB_UCS_ERR_TIMED_OUT ||
          st == GB_UCS_ERR_REJECTED || (st <= GB_UCS_ERR_FIRST_LINK_FAILURE && st >= GB_UCS_ERR_LAST_ENDPOINT_FAILURE);
 }
@@ -117,7 +117,7 @@ gbResult_t gbNetUcxStatusFail(gbNetUcxConn_t* c, ucs_status_t st, const char* wh
              c->group, c->peerRank, what);
     return gbNetUcxConnFail(c, gbRemoteError, msg, NULL);
   }
-  if (peerGone(st)) {
+  if (gbNetUcxPeerGone(st)) {
     snprintf(msg, sizeof(msg), "%s: rank %d closed the connection while %s (it died, or failed without telling "
              "why; see its log) (UCX: %s)", c->group, c->peerRank, what, words);
     return gbNetUcxConnFail(c, gbRemoteError, msg, &peer);
@@ -260,9 +260,9 @@ gbResult_t gbNetUcxConnect(const gbSockAddr_t* addr, const gbNetHello_t* hello, 
   gbResult_t res = connCreate(lib, hello->commHash, ctl, label, &c);
   if (c == NULL) return res;
   card_t mine, theirs;
+  proof_t p = {.hello = h}; /* lives until finish(): a send that failed may still name it */
   if (res == gbSuccess) res = trade(c, label.sameHost, &mine, &theirs, deadline, abortFlag);
   if (res == gbSuccess) {
-    proof_t p = {.hello = h};
     memcpy(p.nonce, theirs.nonce, NONCE_BYTES);
     gbNetReq_t* r;
     res = gbNetUcxIsend((gbNetConn_t*)c, &p, sizeof(p), &r);
@@ -339,7 +339,8 @@ int gbNetUcxTold(gbNetConn_t* cp, gbNetCause_t* out) {
  * ends at once. */
 static void closeEndpoint(gbNetUcxConn_t* c) {
   const gbUcpApi_t* u = &c->lib->api;
-  int force = c->err != gbSuccess || atomic_load(&c->shut) || atomic_load(&c->epStatus) != GB_UCS_OK;
+  int force = c->err != gbSuccess || atomic_load(&c->shut) || atomic_load(&c->epStatus) != GB_UCS_OK ||
+              gbNetUcxCtlEnded(c);
   ucp_request_param_t p = {.op_attr_mask = GB_UCP_OP_ATTR_FIELD_FLAGS, .flags = force ? GB_UCP_EP_CLOSE_FLAG_FORCE : 0};
   void* req = u->ucp_ep_close_nbx(c->ep, &p);
   if (req == NULL || GB_UCS_PTR_IS_ERR(req)) return;

@@ -95,6 +95,9 @@ gbResult_t gbNetUcxConnFail(gbNetUcxConn_t* c, gbResult_t code, const char* text
 /* The error a UCX status stands for, named in text: what failed, the peer,
  * UCX's words. */
 gbResult_t gbNetUcxStatusFail(gbNetUcxConn_t* c, ucs_status_t st, const char* what);
+/* Whether a status means the peer is gone (reset, timeout, link or
+ * endpoint failure). */
+int gbNetUcxPeerGone(ucs_status_t st);
 /* Whether the control socket has ended (the peer closed or shut it down). */
 int gbNetUcxCtlEnded(gbNetUcxConn_t* c);
 

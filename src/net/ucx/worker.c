@@ -34,6 +34,18 @@ gbResult_t gbNetUcxWorkerGet(const gbNetUcxLib_t* lib, uint64_t commHash, gbNetU
     ucp_worker_params_t wp = {.field_mask = GB_UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = GB_UCS_THREAD_MODE_MULTI};
     ucs_status_t st = lib->api.ucp_worker_create(lib->context, &wp, &w->h);
+    ucp_worker_attr_t wa = {.field_mask = GB_UCP_WORKER_ATTR_FIELD_THREAD_MODE};
+    if (st == GB_UCS_OK && lib->api.ucp_worker_query(w->h, &wa) == GB_UCS_OK &&
+        wa.thread_mode != GB_UCS_THREAD_MODE_MULTI) {
+      /* A UCX built without --enable-mt: the communicator's threads (init,
+       * proxy; ranks that are threads) could not share the worker. */
+      lib->api.ucp_worker_destroy(w->h);
+      free(w);
+      pthread_mutex_unlock(&lock);
+      return gbErrorSet(gbSystemError, "UCX gave its workers thread mode %d, not the thread-safe mode gpubridge "
+                        "needs: this UCX was built without multi-thread support (ucx_info -v lists "
+                        "--enable-mt); use a UCX built with it, or GPUBRIDGE_TRANSPORT=tcp", wa.thread_mode);
+    }
     if (st != GB_UCS_OK) {
       res = gbErrorSet(gbSystemError, "UCX could not create a worker: %s (ucx_info -d lists the transports; check "
                        "UCX_TLS and UCX_NET_DEVICES)", lib->api.ucs_status_string(st));

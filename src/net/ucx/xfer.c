@@ -128,6 +128,20 @@ static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   return gbSuccess;
 }
 
+/* A request UCX ended with an error: a peer that is gone may have told why
+ * first (stalled() reads it, or waits CAUSE_GRACE_NS for it); the rest fail
+ * at once. */
+static gbResult_t finishedBadly(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
+  if (gbNetUcxPeerGone(r->status) && !atomic_load(&c->shut)) {
+    int ok = GB_UCS_OK;
+    atomic_compare_exchange_strong(&c->epStatus, &ok, r->status);
+    return stalled(c, r);
+  }
+  char w[96];
+  what(r, w, sizeof(w));
+  return gbNetUcxStatusFail(c, r->status, w);
+}
+
 static void release(gbNetUcxConn_t* c, gbNetUcxReq_t* r) {
   if (r->ucx) c->lib->api.ucp_request_free(r->ucx);
   r->ucx = NULL;
@@ -143,9 +157,7 @@ gbResult_t gbNetUcxTest(gbNetReq_t* rp, int* done) {
     gbNetUcxWorkerProgress(c->w);
     if (!atomic_load_explicit(&r->done, memory_order_acquire)) return stalled(c, r);
   }
-  char w[96];
-  what(r, w, sizeof(w));
-  if (r->status != GB_UCS_OK) return gbNetUcxStatusFail(c, r->status, w);
+  if (r->status != GB_UCS_OK) return finishedBadly(c, r);
   if (!r->isSend && r->info.length != r->bytes) {
     char msg[256];
     snprintf(msg, sizeof(msg), "%s: rank %d sent %zu bytes where this rank expected %zu: the two sides posted "

@@ -50,6 +50,7 @@
   X(GB_UCP_PARAM_FIELD_MT_WORKERS_SHARED, UCP_PARAM_FIELD_MT_WORKERS_SHARED)                                    \
   X(GB_UCP_FEATURE_TAG, UCP_FEATURE_TAG)                           \
   X(GB_UCP_WORKER_PARAM_FIELD_THREAD_MODE, UCP_WORKER_PARAM_FIELD_THREAD_MODE)                                  \
+  X(GB_UCP_WORKER_ATTR_FIELD_THREAD_MODE, UCP_WORKER_ATTR_FIELD_THREAD_MODE)                                    \
   X(GB_UCP_WORKER_ATTR_FIELD_ADDRESS, UCP_WORKER_ATTR_FIELD_ADDRESS)                                            \
   X(GB_UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS, UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS)                                \
   X(GB_UCP_WORKER_ADDRESS_FLAG_NET_ONLY, UCP_WORKER_ADDRESS_FLAG_NET_ONLY)                                      \
