@@ -111,7 +111,9 @@ static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   what(r, w, sizeof(w));
   if (atomic_load(&c->shut)) return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, w);
   gbNetCause_t k;
-  if (gbNetUcxTold((gbNetConn_t*)c, &k)) {
+  /* One peek a test while the socket is quiet; the cause only once it ended. */
+  int ended = gbNetUcxCtlEnded(c);
+  if (ended && gbNetUcxTold((gbNetConn_t*)c, &k)) {
     char msg[sizeof(c->errMsg)];
     gbNetCauseText(msg, sizeof(msg), c->group, c->peerRank, &k, "");
     return gbNetUcxConnFail(c, gbRemoteError, msg, &k);
@@ -120,10 +122,10 @@ static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   ucs_status_t ep = atomic_load(&c->epStatus);
   if (ep != GB_UCS_OK) {
     if (c->epFailNs == 0) c->epFailNs = now;
-    if (now - c->epFailNs > CAUSE_GRACE_NS || (gbNetUcxCtlEnded(c) && now - c->ctlEndNs > CAUSE_GRACE_NS))
+    if (now - c->epFailNs > CAUSE_GRACE_NS || (ended && now - c->ctlEndNs > CAUSE_GRACE_NS))
       return gbNetUcxStatusFail(c, ep, w);
   }
-  if (gbNetUcxCtlEnded(c) && now - c->ctlEndNs > CTL_END_GRACE_NS)
+  if (ended && now - c->ctlEndNs > CTL_END_GRACE_NS)
     return gbNetUcxStatusFail(c, GB_UCS_ERR_CONNECTION_RESET, w);
   return gbSuccess;
 }
