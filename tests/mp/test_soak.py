@@ -84,8 +84,10 @@ def main():
         w, e = [int(x) for x in m.groups()[:6]], [int(x) for x in m.groups()[6:]]
         print("[%d] warm fds %d threads %d shm %d rss %d KiB heap %d KiB maps %d; last fds %d threads %d "
               "shm %d rss %d KiB heap %d KiB maps %d" % tuple([r] + w + e))
-        suite.check(e[0] == w[0], "rank %d: descriptors flat (%d -> %d)" % (r, w[0], e[0]))
-        suite.check(e[1] == w[1], "rank %d: threads flat (%d -> %d)" % (r, w[1], e[1]))
+        # A leak grows; one fewer at the end is a connection that was in flight at the warm-up measure (a
+        # stranger waiting in the listener's table, CI's other suites share the ports), never one held.
+        suite.check(e[0] <= w[0], "rank %d: descriptors did not grow (%d -> %d)" % (r, w[0], e[0]))
+        suite.check(e[1] <= w[1], "rank %d: threads did not grow (%d -> %d)" % (r, w[1], e[1]))
         suite.check(e[2] == 0 and w[2] == 0, "rank %d: no /dev/shm segment of its own stays named (%d, %d)"
                     % (r, w[2], e[2]))
         if ASAN:  # ASan's allocator maps regions and holds freed blocks (quarantine): LSan checks leaks instead
