@@ -10,13 +10,19 @@
 #include "base/fp8.h"
 
 #define ROUND16(b) (((b) + 15) / 16 * 16)
-/* The hot loops, built for AVX2 too and chosen at load time (the build
- * targets plain x86-64; CMakeLists.txt builds this file with -O3, which
- * vectorises them). Not under the sanitizers: an instrumented load-time
- * resolver runs before their run-time is up (TSan crashes there). */
+/* The hot loops, built for AVX2 and AVX-512 (x86-64-v4, GCC 11 on) too and
+ * chosen at load time (the build targets plain x86-64; CMakeLists.txt
+ * builds this file with -O3, which vectorises them). AVX-512 takes the fp8
+ * encoder from 42 to 28 ms per 64 M floats on an AMD EPYC (docs/PERFORMANCE.md).
+ * Not under the sanitizers: an instrumented load-time resolver runs before
+ * their run-time is up (TSan crashes there). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)
+#if __GNUC__ >= 11
+#define HOT __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
 #define HOT __attribute__((target_clones("avx2", "default")))
+#endif
 #else
 #define HOT
 #endif
@@ -68,12 +74,16 @@ static inline uint8_t toFp8(float x, float inv) {
 }
 
 /* A code times 2^k (scale): exact. base/fp8.h's gbE4m3ToFloat without a
- * branch (a subnormal code is its mantissa times 2^-9), infinity at 0x7e. */
+ * branch, infinity at 0x7e: a normal code's exponent and mantissa bits are
+ * float's shifted, rebiased by 120; a subnormal code (exponent 0, value
+ * m * 2^-9) is read as the normal 2^-6 + m * 2^-9 and 2^-6 taken off, which
+ * is exact. Fewer steps than converting m, which the fold feels (57 against
+ * 67 ms for 64 M elements of two parts). */
 static inline float fromFp8(uint8_t c, float scale) {
-  uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c >> 3) & 0xf, m = c & 0x7, low = c & 0x7fu;
-  uint32_t isSub = 0u - (uint32_t)(e == 0);
-  uint32_t normal = (e + 120) << 23 | m << 20, sub = bitsOf((float)m * 0x1p-9f);
-  uint32_t v = bitsOf(floatOf((normal & ~isSub) | (sub & isSub)) * scale);
+  uint32_t sign = (uint32_t)(c & 0x80) << 24, low = c & 0x7fu;
+  uint32_t isSub = 0u - (uint32_t)(low < 8);
+  float f = floatOf((low << 20) + (120u << 23) + (isSub & (1u << 23))) - floatOf(isSub & (121u << 23));
+  uint32_t v = bitsOf(f * scale);
   uint32_t isNaN = 0u - (uint32_t)(low == 0x7f), isInf = 0u - (uint32_t)(low == GB_WIRE_FP8_INF);
   v = (v & ~(isNaN | isInf)) | (0x7fc00000u & isNaN) | (0x7f800000u & isInf);
   return floatOf(sign | v);

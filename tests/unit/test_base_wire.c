@@ -131,6 +131,30 @@ static void testFp8(void) {
         gbWireFp8Exponent(0.0f));
 }
 
+/* Every code in a block of every scale exponent, folded alone: the code's
+ * value by formula (fp8_ref.h) times 2^k, rounded once to float; the wire's
+ * 0x7e is infinity and 0x7f NaN, with their signs. Laid out by hand as
+ * base/wire.h describes it: the block's k as int32 (16 bytes), the codes. */
+static void testEveryCode(void) {
+  static unsigned char part[16 + 256];
+  float got[256];
+  for (int k = -126; k <= 127; k++) {
+    int32_t k32 = k;
+    memset(part, 0, 16);
+    memcpy(part, &k32, 4);
+    for (int c = 0; c < 256; c++) part[16 + c] = (unsigned char)c;
+    const void* parts[1] = {part};
+    gbWireFold(got, parts, 1, 256, gbFloat32, GB_WIRE_FP8, 0);
+    for (int c = 0; c < 256; c++) {
+      int low = c & 0x7f;
+      float want = low == 0x7f ? (c & 0x80 ? -NAN : NAN)
+                   : low == GB_WIRE_FP8_INF ? (c & 0x80 ? -INFINITY : INFINITY)
+                                            : (float)ldexp(value(&E4M3, (uint8_t)c), k);
+      CHECK(sameFloat(got[c], want), "code 0x%02x at k %d: %a, expected %a", c, k, got[c], want);
+    }
+  }
+}
+
 /* The fold: decode every part, add in float from part 0, divide, round once. */
 static void testFold(int wire, gbDataType_t dt, int divisor) {
   enum { N = 3000, PARTS = 3 };
@@ -169,6 +193,7 @@ int main(void) {
   testSizes();
   testBf16();
   testFp8();
+  testEveryCode();
   testFold(GB_WIRE_BF16, gbFloat32, 0);
   testFold(GB_WIRE_BF16, gbFloat32, 3);
   testFold(GB_WIRE_FP8, gbFloat32, 0);
