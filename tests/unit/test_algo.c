@@ -3,14 +3,10 @@
  * for bit with a reference folded here in the documented order (algo.h), with
  * this file's own arithmetic (float16 through _Float16, bfloat16 through a
  * float rounding written here), and every member's bits with every other's. */
-#include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "algo/algo.h"
 #include "base/clock.h"
 #include "net/net.h"
@@ -20,69 +16,10 @@
 #define MAX_N 6
 #define TIMEOUT_SEC 60.0
 
-/* ------------------------------------------------------------ shared state */
-
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int n, arrived;
-  unsigned long gen;
-  gbSockAddr_t addrs[MAX_N];
-  const void* results[MAX_N]; /* each member's output of the current case */
-  atomic_int abortFlag;
-  char failure[1024];
-} shared_t;
-
-typedef struct {
-  shared_t* sh;
-  int me;
-  long checks;
-} member_t;
-
-static void fail(shared_t* sh, const char* fmt, ...) {
-  pthread_mutex_lock(&sh->mu);
-  if (sh->failure[0] == '\0') {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sh->failure, sizeof sh->failure, fmt, ap);
-    va_end(ap);
-  }
-  atomic_store_explicit(&sh->abortFlag, 1, memory_order_seq_cst);
-  pthread_cond_broadcast(&sh->cv);
-  pthread_mutex_unlock(&sh->mu);
-}
-
-/* A barrier that gives up on abort or after the deadline. */
-static int barrier(shared_t* sh) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += (time_t)TIMEOUT_SEC;
-  pthread_mutex_lock(&sh->mu);
-  unsigned long gen = sh->gen;
-  if (++sh->arrived == sh->n) {
-    sh->arrived = 0;
-    sh->gen++;
-    pthread_cond_broadcast(&sh->cv);
-  }
-  int rc = 0;
-  while (sh->gen == gen && !sh->abortFlag && rc != ETIMEDOUT) {
-    rc = pthread_cond_timedwait(&sh->cv, &sh->mu, &until);
-  }
-  int ok = sh->gen != gen;
-  pthread_mutex_unlock(&sh->mu);
-  if (!ok && !sh->abortFlag) fail(sh, "barrier timed out after %.0f s", TIMEOUT_SEC);
-  return ok;
-}
+#include "unit/member_threads.h"
+#include "unit/ref_values.h"
 
 /* ------------------------------------------------------- data and reference */
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /* A value in [-2, 2] with a full mantissa, never near zero (so max and min
  * never meet signed zeros). */
@@ -91,21 +28,6 @@ static double randReal(uint64_t* s) {
   double v = (double)(*s >> 11) / 9007199254740992.0 * 4.0 - 2.0;
   if (v > -0.01 && v < 0.01) v += v < 0 ? -0.5 : 0.5;
   return v;
-}
-
-static uint16_t toBf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-static float fromBf16(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 static size_t esizeOf(gbDataType_t dt) {
@@ -504,37 +426,6 @@ done:
   return NULL;
 }
 
-static int runGroup(int n) {
-  shared_t sh;
-  memset(&sh, 0, sizeof sh);
-  pthread_mutex_init(&sh.mu, NULL);
-  pthread_cond_init(&sh.cv, NULL);
-  sh.n = n;
-  member_t members[MAX_N];
-  pthread_t threads[MAX_N];
-  int64_t t0 = gbClockNowNs();
-  for (int i = 0; i < n; i++) {
-    members[i] = (member_t){&sh, i, 0};
-    if (pthread_create(&threads[i], NULL, memberMain, &members[i]) != 0) {
-      fprintf(stderr, "test_algo: cannot start thread %d\n", i);
-      exit(2);
-    }
-  }
-  long checks = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(threads[i], NULL);
-    checks += members[i].checks;
-  }
-  if (sh.failure[0] != '\0') {
-    fprintf(stderr, "test_algo: FAIL (n=%d): %s\n", n, sh.failure);
-    return 0;
-  }
-  printf("test_algo: n=%d ok, %ld checks, %.2f s\n", n, checks,
-         (double)(gbClockNowNs() - t0) / 1e9);
-  pthread_mutex_destroy(&sh.mu);
-  pthread_cond_destroy(&sh.cv);
-  return 1;
-}
 
 int main(int argc, char** argv) {
   int lo = 1, hi = MAX_N;
@@ -542,7 +433,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
   if (argc > 1) lo = hi = atoi(argv[1]); /* one group size, for debugging */
   for (int n = lo; n <= hi; n++) {
-    if (!runGroup(n)) return 1;
+    if (!runGroup("test_algo", n, memberMain)) return 1;
   }
   printf("test_algo: PASS\n");
   return 0;

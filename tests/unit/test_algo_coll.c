@@ -6,14 +6,10 @@
  * through a rounding written here, wide products through _Float128 and
  * __int128. Each call's bytesSent is checked against the payload it must
  * send to the other members. */
-#include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "algo/algo.h"
 #include "base/clock.h"
 #include "base/dtype.h"
@@ -27,68 +23,10 @@
 #define TIMEOUT_SEC 60.0
 #define PIECE 4096 /* the group's pieceBytes, so a few KiB already pipeline */
 
-/* ------------------------------------------------------------ shared state */
-
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int n, arrived;
-  unsigned long gen;
-  gbSockAddr_t addrs[MAX_N];
-  atomic_int abortFlag;
-  char failure[1024];
-} shared_t;
-
-typedef struct {
-  shared_t* sh;
-  int me;
-  long checks;
-} member_t;
-
-static void fail(shared_t* sh, const char* fmt, ...) {
-  pthread_mutex_lock(&sh->mu);
-  if (sh->failure[0] == '\0') {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sh->failure, sizeof sh->failure, fmt, ap);
-    va_end(ap);
-  }
-  atomic_store_explicit(&sh->abortFlag, 1, memory_order_seq_cst);
-  pthread_cond_broadcast(&sh->cv);
-  pthread_mutex_unlock(&sh->mu);
-}
-
-/* A barrier that gives up on abort or after the deadline. */
-static int barrier(shared_t* sh) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += (time_t)TIMEOUT_SEC;
-  pthread_mutex_lock(&sh->mu);
-  unsigned long gen = sh->gen;
-  if (++sh->arrived == sh->n) {
-    sh->arrived = 0;
-    sh->gen++;
-    pthread_cond_broadcast(&sh->cv);
-  }
-  int rc = 0;
-  while (sh->gen == gen && !sh->abortFlag && rc != ETIMEDOUT) {
-    rc = pthread_cond_timedwait(&sh->cv, &sh->mu, &until);
-  }
-  int ok = sh->gen != gen;
-  pthread_mutex_unlock(&sh->mu);
-  if (!ok && !sh->abortFlag) fail(sh, "barrier timed out after %.0f s", TIMEOUT_SEC);
-  return ok;
-}
+#include "unit/member_threads.h"
+#include "unit/ref_values.h"
 
 /* ------------------------------------------------------------------ values */
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 static uint64_t h3(uint64_t a, uint64_t b, uint64_t c) {
   return mix(mix(mix(a + 0x9e3779b97f4a7c15ull) + b) + c);
@@ -124,21 +62,6 @@ static const char* dtName(gbDataType_t dt) {
   static const char* names[gbNumTypes] = {"int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
                                           "float16", "float32", "float64",  "bfloat16",   "float8e4m3", "float8e5m2"};
   return names[dt];
-}
-
-static uint16_t toBf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-static float fromBf16(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 /* A real in [-2, 2] with a full mantissa, never near zero (so max and min
@@ -752,36 +675,6 @@ done:
   return NULL;
 }
 
-static int runGroup(int n) {
-  shared_t sh;
-  memset(&sh, 0, sizeof sh);
-  pthread_mutex_init(&sh.mu, NULL);
-  pthread_cond_init(&sh.cv, NULL);
-  sh.n = n;
-  member_t members[MAX_N];
-  pthread_t threads[MAX_N];
-  int64_t t0 = gbClockNowNs();
-  for (int i = 0; i < n; i++) {
-    members[i] = (member_t){&sh, i, 0};
-    if (pthread_create(&threads[i], NULL, memberMain, &members[i]) != 0) {
-      fprintf(stderr, "test_algo_coll: cannot start thread %d\n", i);
-      exit(2);
-    }
-  }
-  long checks = 0;
-  for (int i = 0; i < n; i++) {
-    pthread_join(threads[i], NULL);
-    checks += members[i].checks;
-  }
-  pthread_mutex_destroy(&sh.mu);
-  pthread_cond_destroy(&sh.cv);
-  if (sh.failure[0] != '\0') {
-    fprintf(stderr, "test_algo_coll: FAIL (n=%d): %s\n", n, sh.failure);
-    return 0;
-  }
-  printf("test_algo_coll: n=%d ok, %ld checks, %.2f s\n", n, checks, (double)(gbClockNowNs() - t0) / 1e9);
-  return 1;
-}
 
 int main(int argc, char** argv) {
   static const int sizes[] = {1, 2, 3, 5};
@@ -790,7 +683,7 @@ int main(int argc, char** argv) {
   if (!testScaleBy()) return 1;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     if (argc > 1 && atoi(argv[1]) != sizes[i]) continue; /* one group size, for debugging */
-    if (!runGroup(sizes[i])) return 1;
+    if (!runGroup("test_algo_coll", sizes[i], memberMain)) return 1;
   }
   printf("test_algo_coll: PASS\n");
   return 0;

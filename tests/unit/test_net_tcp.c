@@ -222,44 +222,10 @@ static void testData(void) {
   }
 
   /* Many connections and many requests in one wait, all in this thread. */
-  gbNetConn_t *a[3], *p[3];
-  gbNetReq_t* reqs[24];
-  unsigned char *bufs[24], *want = malloc(300000);
-  int n = 0;
-  for (int c = 0; c < 3; c++) makePair(l, &addr, 10 + c, 5, c + 1, &a[c], &p[c]);
-  for (int c = 0; c < 3; c++) {
-    for (int j = 0; j < 2; j++) { /* two messages per direction per pair */
-      size_t len = 100000 + 77 * (size_t)j;
-      for (int dir = 0; dir < 2; dir++) {
-        gbNetConn_t* from = dir ? p[c] : a[c];
-        gbNetConn_t* to = dir ? a[c] : p[c];
-        bufs[n] = malloc(len);
-        pattern(seedOf(dir, c, 900, j), bufs[n], len);
-        CHECK(net->isend(from, bufs[n], len, &reqs[n]) == gbSuccess, "%s", gbErrorLast());
-        n++;
-        bufs[n] = calloc(1, len);
-        CHECK(net->irecv(to, bufs[n], len, &reqs[n]) == gbSuccess, "%s", gbErrorLast());
-        n++;
-      }
-    }
-  }
-  CHECK(gbNetWaitAll(reqs, n, gbDeadlineIn(30), NULL) == gbSuccess, "one wait over 6 connections: %s", gbErrorLast());
-  n = 0;
-  for (int c = 0; c < 3; c++)
-    for (int j = 0; j < 2; j++)
-      for (int dir = 0; dir < 2; dir++) {
-        size_t len = 100000 + 77 * (size_t)j;
-        pattern(seedOf(dir, c, 900, j), want, len);
-        CHECK(memcmp(bufs[n + 1], want, len) == 0, "pair %d message %d dir %d differs", c, j, dir);
-        free(bufs[n]);
-        free(bufs[n + 1]);
-        n += 2;
-      }
-  for (int c = 0; c < 3; c++) {
-    net->close(a[c]);
-    net->close(p[c]);
-  }
-  free(want);
+  gbNetConn_t *a[MANY_PAIRS], *p[MANY_PAIRS];
+  char why[512];
+  for (int c = 0; c < MANY_PAIRS; c++) makePair(l, &addr, 10 + c, 5, c + 1, &a[c], &p[c]);
+  CHECK(exchangeInOneWait(net, a, p, why, sizeof(why)) == 0, "%s", why);
   net->listenerClose(l);
 }
 
