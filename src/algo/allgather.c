@@ -13,15 +13,7 @@ gbResult_t gbAlgoAllGather(gbAlgoGroup_t* g, const void* send, void* recv, size_
   const char* name = g->name ? g->name : "?";
   int n = g->n, me = g->me;
   if (bytes == 0) return gbSuccess;
-  if (send == NULL || recv == NULL) {
-    return gbErrorSet(gbInvalidArgument, "algo all-gather on group %s: %s buffer is NULL for %zu bytes",
-                      name, send == NULL ? "send" : "recv", bytes);
-  }
-  if (bytes > SIZE_MAX / (size_t)n) {
-    return gbErrorSet(gbInvalidArgument,
-                      "algo all-gather on group %s: %d blocks of %zu bytes overflow size_t", name, n,
-                      bytes);
-  }
+  GB_CHECK(gbAlgoCheckBlocks(g, "all-gather", send, recv, bytes));
   char* out = recv;
   char* mine = out + (size_t)me * bytes;
   /* In place (send == mine) the block is already where it belongs. */

@@ -15,15 +15,7 @@ gbResult_t gbAlgoAllToAll(gbAlgoGroup_t* g, const void* send, void* recv, size_t
   const char* name = g->name ? g->name : "?";
   int n = g->n, me = g->me;
   if (bytes == 0) return gbSuccess;
-  if (send == NULL || recv == NULL) {
-    return gbErrorSet(gbInvalidArgument, "algo all-to-all on group %s: %s buffer is NULL for %zu bytes",
-                      name, send == NULL ? "send" : "recv", bytes);
-  }
-  if (bytes > SIZE_MAX / (size_t)n) {
-    return gbErrorSet(gbInvalidArgument,
-                      "algo all-to-all on group %s: %d blocks of %zu bytes overflow size_t", name, n,
-                      bytes);
-  }
+  GB_CHECK(gbAlgoCheckBlocks(g, "all-to-all", send, recv, bytes));
   size_t total = (size_t)n * bytes;
   uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
   if (s < r + total && r < s + total) {

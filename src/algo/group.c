@@ -43,6 +43,20 @@ gbResult_t gbAlgoCheckArgs(const gbAlgoGroup_t* g, const char* what, size_t coun
   return gbSuccess;
 }
 
+gbResult_t gbAlgoCheckBlocks(const gbAlgoGroup_t* g, const char* what, const void* send, const void* recv,
+                             size_t bytes) {
+  const char* name = g->name ? g->name : "?";
+  if (send == NULL || recv == NULL) {
+    return gbErrorSet(gbInvalidArgument, "algo %s on group %s: %s buffer is NULL for %zu bytes", what, name,
+                      send == NULL ? "send" : "recv", bytes);
+  }
+  if (bytes > SIZE_MAX / (size_t)g->n) {
+    return gbErrorSet(gbInvalidArgument, "algo %s on group %s: %d blocks of %zu bytes overflow size_t", what,
+                      name, g->n, bytes);
+  }
+  return gbSuccess;
+}
+
 size_t gbAlgoPieceElems(const gbAlgoGroup_t* g, size_t esize) {
   size_t pb = g->pieceBytes ? g->pieceBytes : GB_ALGO_DEFAULT_PIECE_BYTES;
   size_t pe = pb / esize;

@@ -19,6 +19,12 @@
 gbResult_t gbAlgoCheckArgs(const gbAlgoGroup_t* g, const char* what, size_t count,
                            gbDataType_t dt, gbRedOp_t op, int root, size_t* esize);
 
+/* What an exchange of n blocks of bytes each (all-gather, all-to-all) takes
+ * beyond gbAlgoCheckArgs: both buffers, and n blocks that fit size_t. Call
+ * it with bytes > 0. */
+gbResult_t gbAlgoCheckBlocks(const gbAlgoGroup_t* g, const char* what, const void* send, const void* recv,
+                             size_t bytes);
+
 /* Elements per pipelined piece (at least 1). */
 size_t gbAlgoPieceElems(const gbAlgoGroup_t* g, size_t esize);
 

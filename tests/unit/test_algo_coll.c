@@ -577,6 +577,12 @@ static int runArgChecks(member_t* m, gbAlgoGroup_t* g) {
       {gbAlgoAllToAll(g, y, y, 8), "all-to-all in place"},
       {gbAlgoAllToAll(g, y, y + 4, 8), "all-to-all with overlapping buffers"},
       {gbAlgoAllGather(g, NULL, y, 8), "all-gather NULL send"},
+      {gbAlgoAllToAll(g, x, NULL, 8), "all-to-all NULL recv"},
+      /* n blocks of over SIZE_MAX / n bytes each (from 2 members on: one block always fits) */
+      {n > 1 ? gbAlgoAllGather(g, x, y, SIZE_MAX / (size_t)n + 1) : gbInvalidArgument,
+       "all-gather of blocks that overflow size_t together"},
+      {n > 1 ? gbAlgoAllToAll(g, x, y, SIZE_MAX / (size_t)n + 1) : gbInvalidArgument,
+       "all-to-all of blocks that overflow size_t together"},
       {gbAlgoReduceScatter(g, y, x, 1, (gbDataType_t)42, gbSum, 0), "reduce-scatter unknown type"},
       {gbAlgoReduceScatter(g, y, x, 1, gbFloat32, gbAvg, 0), "reduce-scatter avg as an op"},
       {gbAlgoReduceScatter(g, y, NULL, 1, gbFloat32, gbSum, 0), "reduce-scatter NULL recv"},
