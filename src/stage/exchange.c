@@ -21,6 +21,7 @@
  * (gbSharedRelease). plan/ gives this stage only what it carries: an
  * all-reduce of at most the buffers' size, over a group whose GPUs are not
  * time-sliced between ranks (a spinning kernel keeps its time slice). */
+#include <pthread.h>
 #include <string.h>
 
 #include "base/result.h"
@@ -55,13 +56,19 @@ static gbResult_t exchangeOut(gbStage_t* st, const gbStageWork_t* w, void* strea
 /* My exchanges run in the order of their uses, also across streams, so
  * every flag only grows: on another stream than the last exchange's, the
  * stream first waits until every block of that one ended (thread block b
- * sets done[b] as it ends; the host device sets them all). */
+ * sets done[b] as it ends; the host device sets them all). The same handle
+ * from another thread counts as another stream: CUDA's per-thread default
+ * stream (cudaStreamPerThread) is one handle for a stream per thread. A
+ * stream destroyed with an exchange still queued and a new one given the
+ * same handle in the same thread is not told apart. */
 static gbResult_t afterLast(gbSharedSlots_t* sh, uint64_t use, int grid, void* stream) {
   void* last = sh->exchangeStream;
+  pthread_t lastThread = sh->exchangeThread;
   int lastGrid = sh->exchangeGrid;
   sh->exchangeStream = stream;
+  sh->exchangeThread = pthread_self();
   sh->exchangeGrid = grid;
-  if (use == 1 || last == stream) return gbSuccess;
+  if (use == 1 || (last == stream && pthread_equal(lastThread, sh->exchangeThread))) return gbSuccess;
   gbSharedCtl_t* mine = gbSharedCtl(sh, sh->me);
   for (int i = 0; i < lastGrid; i++) GB_CHECK(sh->ctx.dev->flagWait(&mine->exchangeDone[i], use - 1, stream));
   return gbSuccess;

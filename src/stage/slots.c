@@ -173,7 +173,8 @@ gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, 
 /* ---------------------------------------------------------------- signals */
 
 /* What a release stores: at or above every use a wait asks for, in 64 bits
- * and in the low 32 (a GPU's 32-bit wait compares that word cyclically). */
+ * and in the low 32 (a GPU's 32-bit wait compares that word cyclically, so
+ * device/gpu/flag.c keeps 32-bit values below 2^30). */
 #define RELEASED 0x3FFFFFFF3FFFFFFFull
 
 static gbFlag_t* signalOf(const gbSharedSlots_t* sh, int to, int which, int from, size_t slot) {

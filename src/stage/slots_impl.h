@@ -40,6 +40,7 @@
 #ifndef GB_STAGE_SLOTS_IMPL_H
 #define GB_STAGE_SLOTS_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -124,7 +125,8 @@ typedef struct gbSharedSlots {
    * exchangeBytes per member, used in turn. Caller thread: its uses so far. */
   size_t exchangeBytes;
   uint64_t exchangeUses;
-  void* exchangeStream; /* the last exchange's */
+  void* exchangeStream;    /* the last exchange's, and the thread that queued it (a */
+  pthread_t exchangeThread; /* handle such as CUDA's per-thread stream names one stream per thread) */
   int exchangeGrid;     /* and its thread blocks (a GPU's: block b sets done[b], among others) */
   const gbNetOps_t* net; /* remote: the group's transport, and its handle of the slots (NULL: not registered) */
   void* netMem;

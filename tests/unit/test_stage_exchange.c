@@ -1,8 +1,11 @@
 /* The exchange (stage/exchange.c) on the host device: 2, 3, 5 and 8
  * members on one host all-reduce a run of calls whose sizes take 1 to 8
- * blocks, in turn on two streams, each call as a walker runs it (out, then
- * in), so the two buffers alternate under calls of different block counts
- * and every read flag a later call waits for was set. Inputs are small
+ * blocks, in turn on two streams (in the last round on one stream, every
+ * other call from a thread of its own: the same handle from another thread
+ * waits for the last exchange as another stream does), each call as a
+ * walker runs it (out, then in), so the two buffers alternate under calls
+ * of different block counts and every read flag a later call waits for was
+ * set. Inputs are small
  * integers, so the expected sums and maxima are exact whatever the order:
  * member m's element i of call c is (m + 1) * 1000 + c * 10 + i % 1000.
  * Also: a call larger than the buffers is refused before anything is
@@ -49,6 +52,35 @@ static int allReduce(rigMember_t* m, gbStage_t* ex, const int32_t* send, int32_t
   return 1;
 }
 
+typedef struct {
+  rigMember_t* m;
+  gbStage_t* ex;
+  const int32_t* send;
+  int32_t* recv;
+  size_t count;
+  gbRedOp_t op;
+  void* stream;
+  uint64_t seq;
+  int ok;
+} call_t;
+
+static void* callMain(void* p) {
+  call_t* c = p;
+  c->ok = allReduce(c->m, c->ex, c->send, c->recv, c->count, c->op, c->stream, c->seq);
+  return NULL;
+}
+
+/* allReduce from a thread of its own (the caller's waits for it). */
+static int allReduceElsewhere(call_t* c) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, callMain, c) != 0) {
+    rigFail(c->m->rig, "member %d: cannot start a thread", c->m->me);
+    return 0;
+  }
+  pthread_join(t, NULL);
+  return c->ok;
+}
+
 static int body(rigMember_t* m) {
   gbStage_t *slots = NULL, *ex = NULL;
   int32_t* send = malloc(EX_BYTES);
@@ -66,7 +98,9 @@ static int body(rigMember_t* m) {
       int32_t* in = malloc(counts[c] * 4);
       for (size_t i = 0; i < counts[c] && in; i++) in[i] = input(m->me, (int)c + round, i);
       gbRedOp_t op = c % 3 == 2 ? gbMax : gbSum;
-      ok = in && allReduce(m, ex, in, recv[c], counts[c], op, c % 2 ? other : m->stream, ++seq) &&
+      call_t call = {m, ex, in, recv[c], counts[c], op, round == 2 || c % 2 == 0 ? m->stream : other, ++seq, 0};
+      ok = in && (round == 2 && c % 2 == 0 ? allReduceElsewhere(&call) : allReduce(m, ex, in, recv[c], counts[c],
+                                                                                  op, call.stream, seq)) &&
            rigSync(m) && m->ctx.dev->streamSynchronize(other) == gbSuccess;
       for (size_t i = 0; ok && i < counts[c]; i++) {
         int32_t want = op == gbMax ? input(n - 1, (int)c + round, i)

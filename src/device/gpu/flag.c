@@ -4,7 +4,7 @@
  * blocks (the backend's writeValue / waitValue: a write runs after the
  * stream's earlier work, so the proxy that sees the value sees the data; a
  * wait is a >= compare). Where only 32-bit memory ops work, the low word is
- * used (x86-64 and Arm are little-endian); values past 2^32 are then refused.
+ * used (x86-64 and Arm are little-endian); values past 2^30 - 1 are then refused.
  * Without stream memory ops, both go through the runtime's launchHostFunc: a
  * host function stores the value, or waits with gbFlagWaitHost (up to the
  * flag owner's timeout, else GPUBRIDGE_TIMEOUT, + 5 s). That fallback blocks the runtime's host-function
@@ -34,11 +34,16 @@ static gbResult_t valueAddress(const gbGpuRuntime_t* rt, gbFlag_t* flag, void** 
   return gbSuccess;
 }
 
+/* A 32-bit wait compares cyclically ((int32_t)(flag - value) >= 0), and a
+ * release (stage/slots.c) stores 2^30 - 1 in the low word: it passes only
+ * waits for values below 2^30, so flag values stop there. */
+#define FLAG32_MAX 0x3FFFFFFFull
+
 static gbResult_t check32(uint64_t value, const char* what) {
-  if (value > UINT32_MAX)
+  if (value > FLAG32_MAX)
     return gbErrorSet(gbInternalError,
                       "flag %s of value %llu: this GPU has only 32-bit stream memory ops, so flag values "
-                      "stop at 2^32; create a new communicator",
+                      "stop at 2^30 - 1 (uses of one communicator's slots); create a new communicator",
                       what, (unsigned long long)value);
   return gbSuccess;
 }

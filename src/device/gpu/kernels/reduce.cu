@@ -534,13 +534,17 @@ static __device__ inline volatile gbU64* flagAt(char* flags, int member, int blo
 }
 
 /* Each look is a read across the bus: between looks a waiting thread naps
- * briefly, so many waiting blocks leave the bus to the data. */
+ * briefly, so many waiting blocks leave the bus to the data. Once the flag
+ * is seen, a system fence: with the barrier that follows every wait, the
+ * block's later reads of the member's data are ordered after the flag (the
+ * writer's fenceAll is the release; a volatile read alone is no acquire). */
 static __device__ inline void spin(const gbReduceKernelArgs& a, volatile gbU64* f, gbU64 value) {
   while (*f < value && *(volatile int*)a.stop == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(GB_SPIN_NAP_NS);
 #endif
   }
+  __threadfence_system();
 }
 
 /* Every member read this buffer's use - 2: a member's exchanges run one
