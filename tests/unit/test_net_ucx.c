@@ -267,6 +267,28 @@ static void testFaults(void) {
   net->listenerClose(l);
 }
 
+/* A listener that failed refuses a connection with the cause it holds: the
+ * connecting side's failure blames the rank the cause names (3), not the
+ * listener's rank (0) that refused. */
+static void testRefusedWithCause(void) {
+  gbSockAddr_t addr;
+  gbNetListener_t* l = makeListener(&addr);
+  gbNetCause_t why = {.faultRank = 3, .seenBy = 2, .code = gbTimeout};
+  snprintf(why.text, sizeof(why.text), "world: no progress from rank 3");
+  net->listenerFail(l, &why);
+  connector_t k = {addr, 8, 1, NULL, gbSuccess};
+  int64_t t0 = gbClockNowNs();
+  connectMain(&k);
+  gbNetCause_t got = {0};
+  int noted = gbNetFailureCause(gbErrorLast(), &got);
+  CHECK(k.res != gbSuccess && k.conn == NULL && secondsSince(t0) < 5.0, "connect to a failed listener: %d after "
+        "%.2f s: %s", k.res, secondsSince(t0), gbErrorLast());
+  CHECK(noted && got.faultRank == 3 && got.seenBy == 2 && strcmp(got.text, why.text) == 0,
+        "the refusal's cause is noted: %d, rank %d seen by %d, '%s' (error: %s)", noted, got.faultRank, got.seenBy,
+        got.text, gbErrorLast());
+  net->listenerClose(l);
+}
+
 int main(void) {
   net = gbNetGet(gbTransportUcx);
   CHECK(net != NULL && strcmp(net->name, "ucx") == 0, "gbNetGet(ucx)");
@@ -275,6 +297,7 @@ int main(void) {
   testData();
   printf("data: %.2f s\n", secondsSince(t0));
   testFaults();
+  testRefusedWithCause();
   printf("faults: %.2f s\n", secondsSince(t0));
   if (failures) {
     fprintf(stderr, "test_net_ucx: %d check(s) failed\n", failures);

@@ -108,14 +108,22 @@ int gbNetUcxPeerGone(ucs_status_t st) {
          st == GB_UCS_ERR_REJECTED || (st <= GB_UCS_ERR_FIRST_LINK_FAILURE && st >= GB_UCS_ERR_LAST_ENDPOINT_FAILURE);
 }
 
+gbResult_t gbNetUcxShutHere(gbNetUcxConn_t* c, const char* what) {
+  char msg[sizeof(c->errMsg)];
+  snprintf(msg, sizeof(msg), "%s: the connection to rank %d was shut down by this rank (aborted) while %s", c->group,
+           c->peerRank, what);
+  return gbNetUcxConnFail(c, gbRemoteError, msg, NULL);
+}
+
 gbResult_t gbNetUcxStatusFail(gbNetUcxConn_t* c, ucs_status_t st, const char* what) {
   char msg[sizeof(c->errMsg)];
   const char* words = c->lib->api.ucs_status_string(st);
   gbNetCause_t peer = {.faultRank = c->peerRank, .seenBy = -1, .code = gbRemoteError};
-  if (atomic_load(&c->shut) || (st == GB_UCS_ERR_CANCELED && c->err == gbSuccess)) {
-    snprintf(msg, sizeof(msg), "%s: the connection to rank %d was shut down by this rank (aborted) while %s",
-             c->group, c->peerRank, what);
-    return gbNetUcxConnFail(c, gbRemoteError, msg, NULL);
+  if (atomic_load(&c->shut)) return gbNetUcxShutHere(c, what);
+  if (st == GB_UCS_ERR_NO_MEMORY || st == GB_UCS_ERR_NO_RESOURCE || st == GB_UCS_ERR_EXCEEDS_LIMIT) {
+    snprintf(msg, sizeof(msg), "%s: this rank ran out of UCX resources with rank %d while %s (%s); check its "
+             "memory and locked-memory limit (ulimit -l)", c->group, c->peerRank, what, words);
+    return gbNetUcxConnFail(c, gbSystemError, msg, NULL);
   }
   if (gbNetUcxPeerGone(st)) {
     snprintf(msg, sizeof(msg), "%s: rank %d closed the connection while %s (it died, or failed without telling "
@@ -184,10 +192,14 @@ static gbResult_t ctlWait(gbNetUcxConn_t* c, gbNetReq_t** reqs, int n, gbDeadlin
                           const atomic_int* abortFlag) {
   gbResult_t res = gbNetWaitAll(reqs, n, deadline, abortFlag);
   if (res == gbSuccess) return gbSuccess;
+  /* The control connection's own verdict stands: a cause the peer relayed
+   * (its listener refused us naming who failed first), or this rank's abort. */
+  gbNetCause_t k, peer = {.faultRank = c->peerRank, .seenBy = -1, .code = res};
+  int relayed = gbNetFailureCause(gbErrorLast(), &k);
+  int aborted = abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed);
   char msg[sizeof(c->errMsg)];
   snprintf(msg, sizeof(msg), "%s: setting up UCX with rank %d: %s", c->group, c->peerRank, gbErrorLast());
-  gbNetCause_t peer = {.faultRank = c->peerRank, .seenBy = -1, .code = res};
-  return gbNetUcxConnFail(c, res, msg, &peer);
+  return gbNetUcxConnFail(c, res, msg, relayed ? &k : aborted ? NULL : &peer);
 }
 
 /* Trades cards and worker addresses over the control connection, then
@@ -337,7 +349,7 @@ int gbNetUcxTold(gbNetConn_t* cp, gbNetCause_t* out) {
  * the peer's side answers from any wait of its own (every wait progresses
  * its communicator's worker). After a failure or a shutdown the endpoint
  * ends at once. */
-static void closeEndpoint(gbNetUcxConn_t* c) {
+static void closeEndpoint(gbNetUcxConn_t* c, gbDeadline_t d) {
   const gbUcpApi_t* u = &c->lib->api;
   int force = c->err != gbSuccess || atomic_load(&c->shut) || atomic_load(&c->epStatus) != GB_UCS_OK ||
               gbNetUcxCtlEnded(c);
@@ -345,11 +357,30 @@ static void closeEndpoint(gbNetUcxConn_t* c) {
   void* req = u->ucp_ep_close_nbx(c->ep, &p);
   if (req == NULL || GB_UCS_PTR_IS_ERR(req)) return;
   int64_t t0 = gbClockNowNs();
-  gbDeadline_t d = gbDeadlineIn(CLOSE_FLUSH_S);
   while (u->ucp_request_check_status(req) == GB_UCS_INPROGRESS && !gbDeadlinePassed(d)) {
     if (u->ucp_worker_progress(c->w->h) == 0) gbOsBackoff(gbClockNowNs() - t0, GB_OS_YIELD_WOKEN_NS, 0);
   }
   u->ucp_request_free(req);
+}
+
+/* How many of the connection's requests UCX has not ended. */
+static int pending(const gbNetUcxConn_t* c) {
+  int n = 0;
+  for (const gbNetUcxReq_t* r = c->head; r != NULL; r = r->next) n += !atomic_load(&r->done);
+  return n;
+}
+
+/* Progress until UCX ended every request of the connection (cancelled, or
+ * purged with its endpoint), within d: a rendezvous receive under way or a
+ * zero-copy send may still touch its buffer, which the caller frees next. */
+static void drain(gbNetUcxConn_t* c, gbDeadline_t d) {
+  int64_t t0 = gbClockNowNs();
+  while (pending(c) > 0 && !gbDeadlinePassed(d))
+    if (c->lib->api.ucp_worker_progress(c->w->h) == 0) gbOsBackoff(gbClockNowNs() - t0, GB_OS_YIELD_WOKEN_NS, 0);
+  int left = pending(c);
+  if (left > 0)
+    GB_WARN("%s: closing the UCX connection to rank %d with %d request(s) UCX did not end within %d s; their buffers "
+            "may still be written after this", c->group, c->peerRank, left, CLOSE_FLUSH_S);
 }
 
 void gbNetUcxClose(gbNetConn_t* cp) {
@@ -357,10 +388,12 @@ void gbNetUcxClose(gbNetConn_t* cp) {
   if (c == NULL) return;
   const gbUcpApi_t* u = &c->lib->api;
   if (c->w) {
+    gbDeadline_t d = gbDeadlineIn(CLOSE_FLUSH_S);
     for (gbNetUcxReq_t* r = c->head; r != NULL; r = r->next)
       if (!atomic_load(&r->done) && r->ucx) u->ucp_request_cancel(c->w->h, r->ucx);
-    if (c->ep) closeEndpoint(c);
+    if (c->ep) closeEndpoint(c, d);
     gbNetUcxWorkerProgress(c->w);
+    drain(c, d);
     gbNetUcxReqsRelease(c); /* no callback of UCX's reaches ours after this */
     gbNetUcxWorkerPut(c->w);
   }

@@ -93,8 +93,12 @@ struct gbNetUcxConn {
  * (NULL: nobody), and notes it for gbNetFailureCause. Returns the error. */
 gbResult_t gbNetUcxConnFail(gbNetUcxConn_t* c, gbResult_t code, const char* text, const gbNetCause_t* blame);
 /* The error a UCX status stands for, named in text: what failed, the peer,
- * UCX's words. */
+ * UCX's words; blamed on the peer where the status speaks of it, on nobody
+ * (this rank) where it speaks of this rank's resources. */
 gbResult_t gbNetUcxStatusFail(gbNetUcxConn_t* c, ucs_status_t st, const char* what);
+/* This rank shut the connection down (or aborted) while what: its own
+ * doing, blamed on nobody. */
+gbResult_t gbNetUcxShutHere(gbNetUcxConn_t* c, const char* what);
 /* Whether a status means the peer is gone (reset, timeout, link or
  * endpoint failure). */
 int gbNetUcxPeerGone(ucs_status_t st);

@@ -77,10 +77,17 @@ static gbResult_t post(gbNetUcxConn_t* c, void* buf, size_t bytes, int isSend, g
     ucx = u->ucp_tag_recv_nbx(c->w->h, buf, bytes, c->recvTag, ~(ucp_tag_t)0, &p);
   }
   if (GB_UCS_PTR_IS_ERR(ucx)) {
-    char w[96];
-    what(r, w, sizeof(w));
-    free(r);
-    return gbNetUcxStatusFail(c, GB_UCS_PTR_STATUS(ucx), w);
+    ucs_status_t st = GB_UCS_PTR_STATUS(ucx);
+    if (!gbNetUcxPeerGone(st) || atomic_load(&c->shut)) {
+      char w[96];
+      what(r, w, sizeof(w));
+      free(r);
+      return gbNetUcxStatusFail(c, st, w);
+    }
+    /* An endpoint UCX already saw fail refuses at once: the request ends
+     * badly in test, where the peer's cause gets its grace (stalled). */
+    r->status = st;
+    ucx = NULL;
   }
   r->ucx = ucx;
   if (ucx == NULL) atomic_store(&r->done, 1);
@@ -109,7 +116,7 @@ gbResult_t gbNetUcxIrecv(gbNetConn_t* c, void* buf, size_t bytes, gbNetReq_t** r
 static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
   char w[96];
   what(r, w, sizeof(w));
-  if (atomic_load(&c->shut)) return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, w);
+  if (atomic_load(&c->shut)) return gbNetUcxShutHere(c, w);
   gbNetCause_t k;
   /* One peek a test while the socket is quiet; the cause only once it ended. */
   int ended = gbNetUcxCtlEnded(c);
@@ -134,7 +141,9 @@ static gbResult_t stalled(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
  * first (stalled() reads it, or waits CAUSE_GRACE_NS for it); the rest fail
  * at once. */
 static gbResult_t finishedBadly(gbNetUcxConn_t* c, const gbNetUcxReq_t* r) {
-  if (gbNetUcxPeerGone(r->status) && !atomic_load(&c->shut)) {
+  /* UCX also cancels what a failed endpoint held (not this rank's doing). */
+  int cancelledByFailure = r->status == GB_UCS_ERR_CANCELED && atomic_load(&c->epStatus) != GB_UCS_OK;
+  if ((gbNetUcxPeerGone(r->status) || cancelledByFailure) && !atomic_load(&c->shut)) {
     int ok = GB_UCS_OK;
     atomic_compare_exchange_strong(&c->epStatus, &ok, r->status);
     return stalled(c, r);
@@ -210,7 +219,7 @@ gbResult_t gbNetUcxWaitOne(gbNetUcxConn_t* c, gbNetUcxReq_t* r, gbDeadline_t dea
     GB_CHECK(gbNetUcxTest((gbNetReq_t*)r, &done));
     if (done) return gbSuccess;
     if (abortFlag && atomic_load_explicit(abortFlag, memory_order_relaxed))
-      return gbNetUcxStatusFail(c, GB_UCS_ERR_CANCELED, "setting up UCX");
+      return gbNetUcxShutHere(c, "setting up UCX");
     if (gbDeadlinePassed(deadline)) {
       char msg[256];
       snprintf(msg, sizeof(msg), "%s: rank %d did not finish setting up UCX within %.3g s (is it stopped or "
