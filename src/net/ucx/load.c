@@ -90,11 +90,16 @@ static void load(void) {
     return;
   }
   loadResult = bindAll(h);
-  if (loadResult == gbSuccess) loadResult = makeContext();
   if (loadResult != gbSuccess) {
     gbOsLibraryClose(h);
     return;
   }
+  /* Once UCX ran, it stays loaded even if it failed: reading its
+   * configuration loads its other libraries, and making a context may
+   * install libucm's memory hooks before it fails; unloaded, they would
+   * point into unmapped code. */
+  loadResult = makeContext();
+  if (loadResult != gbSuccess) return;
   GB_INFO(GB_LOG_NET, "UCX %u.%u.%u loaded from %s", lib.version[0], lib.version[1], lib.version[2], lib.from);
   /* The context lives as long as the process: connections of any
    * communicator, on any thread, may still be closing at exit. */
