@@ -94,7 +94,14 @@ gbResult_t gbCommFinalize(gbComm_t comm) {
     return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
                                       "gbCommGetAsyncError, or destroy or abort it");
   if (state == GB_INIT_FAILED) return gbCommAsyncError(comm);
-  return gbCommDrain(comm);
+  gbResult_t res = gbCommDrain(comm);
+  /* A communicator that failed says so with its first failure, also when
+   * nothing was left to drain. */
+  gbResult_t failed = gbCommAsyncError(comm);
+  if (failed != gbSuccess)
+    return gbErrorSet(failed, "gbCommFinalize: the communicator has failed (%s); destroy or abort it",
+                      gbCommErrorText(comm));
+  return res;
 }
 
 gbResult_t gbCommDestroy(gbComm_t comm) {
@@ -107,8 +114,9 @@ gbResult_t gbCommDestroy(gbComm_t comm) {
     return gbSuccess;
   }
   gbResult_t res = gbCommFinalize(comm);
+  int failed = gbCommAsyncError(comm) != gbSuccess; /* destroyed all the same, as NCCL does */
   gbCommFree(comm);
-  return res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;
+  return failed || res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;
 }
 
 gbResult_t gbCommAbort(gbComm_t comm) {

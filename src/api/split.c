@@ -6,6 +6,8 @@
 
 #include "api/api.h"
 #include "base/result.h"
+#include "boot/root.h"
+#include "boot/uniqueid.h"
 #include "core/settings.h"
 
 gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbConfig_t* config) {
@@ -26,8 +28,12 @@ gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbC
   gbResult_t made = first ? gbGetUniqueId(&id) : gbSuccess;
   char madeText[512] = "";
   if (made != gbSuccess) snprintf(madeText, sizeof(madeText), "%s", gbErrorLast());
+  gbBootId_t mine;
+  uint64_t rootHash = first && made == gbSuccess && gbBootIdUnpack(&id, &mine) == gbSuccess ? gbBootIdHash(&mine) : 0;
   gbResult_t shared = gbCommSplitShareId(comm, color, first && made == gbSuccess, &id, &id);
   if (made != gbSuccess) return gbErrorSet(made, "%s: %s", fn, madeText);
+  /* Nobody will come to the root my id names: it ends now, not never. */
+  if (shared != gbSuccess && rootHash) gbBootRootStop(rootHash);
   GB_CHECK(shared);
   if (color == GB_SPLIT_NOCOLOR) return gbSuccess;
   return gbApiInitWith(newcomm, newN, &id, newRank, comm->localRank, config ? config : comm->hasConfig ? &comm->config

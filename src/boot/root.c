@@ -48,6 +48,7 @@ static pthread_mutex_t rootsLock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rootsDone; /* made by rootsInit: its clock is the waits' */
 static pthread_once_t rootsOnce = PTHREAD_ONCE_INIT;
 static uint64_t runningRoots[MAX_ROOTS];
+static int stopAsked[MAX_ROOTS]; /* gbBootRootStop: its id will never reach the ranks */
 static int nrunning;
 
 static void rootsInit(void) { gbCondInit(&rootsDone); }
@@ -55,7 +56,10 @@ static void rootsInit(void) { gbCondInit(&rootsDone); }
 static void rootRegister(uint64_t hash) {
   pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
-  if (nrunning < MAX_ROOTS) runningRoots[nrunning++] = hash;
+  if (nrunning < MAX_ROOTS) {
+    stopAsked[nrunning] = 0;
+    runningRoots[nrunning++] = hash;
+  }
   pthread_mutex_unlock(&rootsLock);
 }
 
@@ -69,8 +73,26 @@ static void rootFinished(uint64_t hash) {
   pthread_once(&rootsOnce, rootsInit);
   pthread_mutex_lock(&rootsLock);
   int i = rootFind(hash);
-  if (i >= 0) runningRoots[i] = runningRoots[--nrunning];
+  if (i >= 0) {
+    runningRoots[i] = runningRoots[--nrunning];
+    stopAsked[i] = stopAsked[nrunning];
+  }
   pthread_cond_broadcast(&rootsDone);
+  pthread_mutex_unlock(&rootsLock);
+}
+
+static int rootStopAsked(uint64_t hash) {
+  pthread_mutex_lock(&rootsLock);
+  int i = rootFind(hash), stop = i >= 0 && stopAsked[i];
+  pthread_mutex_unlock(&rootsLock);
+  return stop;
+}
+
+void gbBootRootStop(uint64_t commHash) {
+  pthread_once(&rootsOnce, rootsInit);
+  pthread_mutex_lock(&rootsLock);
+  int i = rootFind(commHash);
+  if (i >= 0) stopAsked[i] = 1;
   pthread_mutex_unlock(&rootsLock);
 }
 
@@ -269,7 +291,7 @@ static void* rootMain(void* arg) {
     int timeoutSec = trustedTimeout(r);
     if (timeoutSec > 0 && deadline.ns == INT64_MAX) deadline = gbDeadlineIn(timeoutSec);
     if (gathered(r, &disagreeSince, &faultSince)) break;
-    if (gbDeadlinePassed(deadline)) {
+    if (gbDeadlinePassed(deadline) || rootStopAsked(r->commHash)) {
       timedOut = 1;
       break;
     }

@@ -39,4 +39,9 @@ gbResult_t gbBootRootStart(const gbSockAddr_t* bindAddr, const uint8_t secret[GB
  * root with it) while others still wait for the verdict. */
 void gbBootRootWait(uint64_t commHash, gbDeadline_t deadline, const atomic_int* abortFlag);
 
+/* Ends this process's root for commHash (if it runs one) within its next
+ * poll (50 ms), as if it timed out: for an id that will never reach the
+ * ranks (gbCommSplit could not share it). */
+void gbBootRootStop(uint64_t commHash);
+
 #endif

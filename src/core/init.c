@@ -146,10 +146,11 @@ static gbResult_t groupSetup(gbComm_t c, gbCommGroup_t* g, int tag, const char* 
  * in leader order, over the world group's connections. */
 static gbResult_t railsSetup(gbComm_t c) {
   const gbTopo_t* t = &c->topo;
-  c->nrails = gbPlanRails(t, c->settings.rails);
+  int nrails = gbPlanRails(t, c->settings.rails);
+  c->rails = calloc((size_t)nrails, sizeof(gbCommGroup_t));
+  if (!c->rails) return gbErrorSet(gbSystemError, "out of memory for %d rails", nrails);
+  c->nrails = nrails; /* teardown walks c->rails[0..nrails) */
   c->myRail = t->islandIndex < c->nrails ? t->islandIndex : -1;
-  c->rails = calloc((size_t)c->nrails, sizeof(gbCommGroup_t));
-  if (!c->rails) return gbErrorSet(gbSystemError, "out of memory for %d rails", c->nrails);
   for (int i = 0; i < c->nrails; i++) {
     gbCommGroup_t* g = &c->rails[i];
     snprintf(g->name, sizeof(g->name), "rail %d", i);

@@ -194,6 +194,7 @@ gbResult_t gbStageSlotsSetup(const gbStageCtx_t* ctx, const gbStageSlotsSpec_t* 
   }
   if (res != gbSuccess) GB_WARN("%s: setting up shared staging slots, %s failed: %s", g->name, step, gbErrorLast());
   if (made) close(o.fd); /* every member mapped it (or never will): the mappings keep it */
+  if (made && sh->base != made) munmap(made, sh->bytes); /* the offer failed before member 0 attached it */
   g->bytesSent = sentBefore;
   if (res != gbSuccess || !all) {
     unmap(sh, registered);

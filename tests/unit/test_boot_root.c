@@ -3,7 +3,9 @@
  * unterminated strings) gets a verdict naming it, never a crash; the root
  * stops listening before it sends its verdict, so a rank that retries init
  * at once cannot reach a root on its way out; every probe is acknowledged at
- * once, long before the verdict. */
+ * once, long before the verdict; a root that no rank will ever reach (its
+ * id was never shared) ends soon after gbBootRootStop and stops listening,
+ * where it would otherwise wait for ranks as long as the process lives. */
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -156,12 +158,31 @@ static void closedBeforeVerdict(void) {
   gbBootRootWait(gbBootIdHash(&id), gbDeadlineIn(10), NULL);
 }
 
+static void stopped(void) {
+  startRoot(0);
+  uint64_t hash = gbBootIdHash(&id);
+  /* Running: a wait for its verdict ends only at its deadline. */
+  int64_t t0 = gbClockNowNs();
+  gbBootRootWait(hash, gbDeadlineIn(0.3), NULL);
+  double el = (double)(gbClockNowNs() - t0) / 1e9;
+  CHECK(el >= 0.25, "a root nobody reached ended by itself after %.2f s", el);
+  gbBootRootStop(hash);
+  t0 = gbClockNowNs();
+  gbBootRootWait(hash, gbDeadlineIn(10), NULL);
+  el = (double)(gbClockNowNs() - t0) / 1e9;
+  CHECK(el < 2.0, "gbBootRootStop: the root still ran %.2f s later", el);
+  int fd = -1, err = gbSockConnectOnce(&id.root, gbDeadlineIn(1), NULL, &fd);
+  CHECK(err == ECONNREFUSED, "a stopped root: connecting gave errno %d, not ECONNREFUSED", err);
+  if (err == 0) close(fd);
+}
+
 int main(void) {
   malformed("negative world size", negWorld, "world size -5 is not in [1, 4096]");
   malformed("huge world size, unterminated host", hugeWorld, "host name is not terminated");
   malformed("unterminated strings", strings, "is not terminated");
   malformed("negative timeout", timeout, "timeout -2147483648 s");
   closedBeforeVerdict();
+  stopped();
   if (failures) return 1;
   printf("test_boot_root: all checks passed\n");
   return 0;
