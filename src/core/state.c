@@ -1,5 +1,6 @@
 /* A communicator's state as api/ asks for it: where its start-up is, its
  * first failure's text, and the wait for its queued host steps. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "base/result.h"
@@ -23,8 +24,15 @@ void gbCommInitEnd(gbComm_t c, gbResult_t res) {
     gbCommInitFailAsk(c);
   }
   /* Release: a thread that sees "done" also sees everything init built. A
-   * later gbCommFail (an abort) tells the peers itself. */
+   * later gbCommFail (an abort) tells the peers itself; one that came while
+   * start-up ran left that to this end, also when start-up still succeeded.
+   * Under errorLock, which gbCommFailFor holds to read the state: one of the
+   * two tells. */
+  pthread_mutex_lock(&c->errorLock);
   atomic_store_explicit(&c->initState, res == gbSuccess ? GB_INIT_DONE : GB_INIT_FAILED, memory_order_release);
+  int untold = res == gbSuccess && gbCommAsyncError(c) != gbSuccess;
+  pthread_mutex_unlock(&c->errorLock);
+  if (untold) gbCommInitFailTell(c);
 }
 
 const char* gbCommErrorText(gbComm_t c) { return c->errorText; }
