@@ -4,11 +4,14 @@
  * one synchronize, count 0, bad arguments, and a peer that closes its
  * connection; all-gather, reduce-scatter (sum, avg), a fused send/recv
  * group, and PreMulSum ops with immediate and device scalars. Expected bits follow the order documented in algo/algo.h,
- * computed here independently. */
+ * computed here independently. A call waiting for its turn behind an
+ * earlier call stuck on another stream gives up once the group aborts, long
+ * before its deadline. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -705,8 +708,66 @@ static int runGroup(int n, int closer) {
   return sh.failed ? 1 : 0;
 }
 
+/* -------------------------------------------------- abort while queued */
+
+static atomic_int gate;
+
+static gbResult_t holdStream(void* arg) {
+  (void)arg;
+  gbDeadline_t d = gbDeadlineIn(TIMEOUT_SEC);
+  struct timespec ms = {0, 1000000};
+  while (!atomic_load(&gate) && !gbDeadlinePassed(d)) nanosleep(&ms, NULL);
+  return gbSuccess;
+}
+
+static void noteError(void* ctx, gbResult_t res) {
+  (void)ctx;
+  (void)res;
+}
+
+/* One member: call 0 on stream a waits behind a held task, call 1 on stream
+ * b waits for call 0's turn; an abort ends call 1's wait at once. */
+static int abortWhileQueued(void) {
+  const gbDeviceOps* dev = gbDeviceHostOps();
+  atomic_int abortFlag = 0;
+  gbAlgoGroup_t g;
+  memset(&g, 0, sizeof g);
+  g.n = 1;
+  g.me = 0;
+  g.name = "abort test";
+  g.timeoutSec = TIMEOUT_SEC;
+  g.abortFlag = &abortFlag;
+  gbIsland_t* is = NULL;
+  void *a = NULL, *b = NULL;
+  float x[4] = {1, 2, 3, 4}, y[4] = {0};
+  int ok = dev->streamCreate(&a) == gbSuccess && dev->streamCreate(&b) == gbSuccess &&
+           gbIslandHostCreate(&g, dev, noteError, NULL, &is) == gbSuccess;
+  atomic_store(&gate, 0);
+  ok = ok && dev->launchHostFn(a, holdStream, NULL, NULL) == gbSuccess &&
+       is->ops->allReduce(is, x, x, 4, gbFloat32, gbSum, a) == gbSuccess &&
+       is->ops->allReduce(is, y, y, 4, gbFloat32, gbSum, b) == gbSuccess;
+  if (!ok) fprintf(stderr, "test_island_host: abort while queued: set-up failed: %s\n", gbErrorLast());
+  int64_t t0 = gbClockNowNs();
+  atomic_store(&abortFlag, 1);
+  gbResult_t r = ok ? dev->streamSynchronize(b) : gbInternalError;
+  double el = (double)(gbClockNowNs() - t0) / 1e9;
+  if (ok && (r == gbSuccess || el > 2.0)) {
+    fprintf(stderr, "test_island_host: abort while queued: the waiting call ended with %d after %.2f s (its deadline "
+            "is %.0f s)\n", (int)r, el, TIMEOUT_SEC);
+    ok = 0;
+  }
+  atomic_store(&gate, 1);
+  if (a) (void)dev->streamSynchronize(a);
+  if (is) is->ops->destroy(is);
+  if (a) dev->streamDestroy(a);
+  if (b) dev->streamDestroy(b);
+  if (ok) printf("test_island_host: abort while queued: the waiting call ended %.3f s after the abort\n", el);
+  return !ok;
+}
+
 int main(void) {
   int bad = 0;
+  bad |= abortWhileQueued();
   for (int n = 1; n <= MAX_N; n++) bad |= runGroup(n, -1);
   bad |= runGroup(2, 1);
   bad |= runGroup(3, 2);

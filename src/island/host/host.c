@@ -93,12 +93,20 @@ static void ticketDone(hostIsland_t* hi, uint64_t ticket) {
   pthread_mutex_unlock(&hi->lock);
 }
 
-/* Waits until every earlier ticket is done, up to the group's deadline. */
+/* Waits until every earlier ticket is done, up to the group's deadline or
+ * its abort (looked at every 100 ms at most). */
 static gbResult_t ticketWait(hostIsland_t* hi, uint64_t ticket) {
   gbDeadline_t deadline = gbDeadlineIn(hi->group->timeoutSec);
+  const atomic_int* abortFlag = hi->group->abortFlag;
   gbResult_t res = gbSuccess;
   pthread_mutex_lock(&hi->lock);
   while (hi->serving != ticket && res == gbSuccess) {
+    if (abortFlag && atomic_load_explicit(abortFlag, memory_order_acquire)) {
+      res = gbErrorSet(gbRemoteError, "%s: call %llu gave up waiting for the island's earlier call %llu: the "
+                                      "communicator was aborted", hi->group->name ? hi->group->name : "island",
+                       (unsigned long long)ticket, (unsigned long long)hi->serving);
+      break;
+    }
     if (gbDeadlinePassed(deadline)) {
       res = gbErrorSet(gbTimeout, "%s: call %llu waited %.0f s for the island's earlier call %llu, queued on another "
                                   "stream that did not reach it",
