@@ -125,9 +125,12 @@ typedef struct gbSharedSlots {
    * exchangeBytes per member, used in turn. Caller thread: its uses so far. */
   size_t exchangeBytes;
   uint64_t exchangeUses;
-  void* exchangeStream;    /* the last exchange's, and the thread that queued it (a */
-  pthread_t exchangeThread; /* handle such as CUDA's per-thread stream names one stream per thread) */
-  int exchangeGrid;     /* and its thread blocks (a GPU's: block b sets done[b], among others) */
+  /* The last exchange's stream, the thread that queued it (CUDA's
+   * per-thread stream is one handle for a stream per thread), and its thread
+   * blocks (a GPU's: block b sets done[b], among others). */
+  void* exchangeStream;
+  pthread_t exchangeThread;
+  int exchangeGrid;
   const gbNetOps_t* net; /* remote: the group's transport, and its handle of the slots (NULL: not registered) */
   void* netMem;
 } gbSharedSlots_t;
