@@ -1,4 +1,5 @@
-/* Exported collectives: argument checks on the calling thread, then core.
+/* Exported collectives: argument checks on the calling thread, then core;
+ * each a call on its communicator from start to return (GB_API_ON_COMM).
  * A count-0 call goes to core too: a no-op there, as in NCCL, unless the
  * call check is on, which it then takes part in (core/check.c). */
 #include <stdint.h>
@@ -43,8 +44,8 @@ static gbResult_t checkTotal(const char* fn, gbComm_t comm, size_t count, gbData
   return gbSuccess;
 }
 
-gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype,
-                                 gbRedOp_t op, gbComm_t comm, void* stream) {
+static gbResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op,
+                            gbComm_t comm, void* stream) {
   static const char* fn = "gbAllReduce";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
@@ -53,8 +54,13 @@ gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDat
   return gbCommEnqueueAllReduce(comm, sendbuff, recvbuff, count, datatype, op, stream);
 }
 
-gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op,
-                    int root, gbComm_t comm, void* stream) {
+gbResult_t gbAllReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op,
+                       gbComm_t comm, void* stream) {
+  GB_API_ON_COMM("gbAllReduce", comm, allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
+}
+
+static gbResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op,
+                         int root, gbComm_t comm, void* stream) {
   static const char* fn = "gbReduce";
   GB_CHECK(gbApiCheckComm(fn, comm));
   if (root < 0 || root >= comm->nranks)
@@ -66,8 +72,13 @@ gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataTy
   return gbCommEnqueueReduce(comm, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
-gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, gbDataType_t datatype,
-                       gbComm_t comm, void* stream) {
+gbResult_t gbReduce(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbRedOp_t op, int root,
+                    gbComm_t comm, void* stream) {
+  GB_API_ON_COMM("gbReduce", comm, reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream));
+}
+
+static gbResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, gbDataType_t datatype,
+                            gbComm_t comm, void* stream) {
   static const char* fn = "gbAllGather";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, sendcount, datatype));
@@ -76,8 +87,13 @@ gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, g
   return gbCommEnqueueAllGather(comm, sendbuff, recvbuff, sendcount, datatype, stream);
 }
 
-gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, gbDataType_t datatype,
-                           gbRedOp_t op, gbComm_t comm, void* stream) {
+gbResult_t gbAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, gbDataType_t datatype, gbComm_t comm,
+                       void* stream) {
+  GB_API_ON_COMM("gbAllGather", comm, allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+
+static gbResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, gbDataType_t datatype,
+                                gbRedOp_t op, gbComm_t comm, void* stream) {
   static const char* fn = "gbReduceScatter";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, recvcount, datatype));
@@ -87,8 +103,13 @@ gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
   return gbCommEnqueueReduceScatter(comm, sendbuff, recvbuff, recvcount, datatype, op, stream);
 }
 
-gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbComm_t comm,
-                      void* stream) {
+gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, gbDataType_t datatype, gbRedOp_t op,
+                           gbComm_t comm, void* stream) {
+  GB_API_ON_COMM("gbReduceScatter", comm, reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+}
+
+static gbResult_t allToAll(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbComm_t comm,
+                           void* stream) {
   static const char* fn = "gbAllToAll";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
@@ -105,8 +126,13 @@ gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count, gbData
   return gbCommEnqueueAllToAll(comm, sendbuff, recvbuff, count, datatype, stream);
 }
 
-gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype, gbScalarResidence_t residence,
-                                  gbComm_t comm) {
+gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, gbComm_t comm,
+                      void* stream) {
+  GB_API_ON_COMM("gbAllToAll", comm, allToAll(sendbuff, recvbuff, count, datatype, comm, stream));
+}
+
+static gbResult_t redOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype,
+                                       gbScalarResidence_t residence, gbComm_t comm) {
   static const char* fn = "gbRedOpCreatePreMulSum";
   GB_CHECK(gbApiCheckComm(fn, comm));
   if (!op || !scalar) return gbErrorSet(gbInvalidArgument, "%s: %s is NULL", fn, op ? "scalar" : "op");
@@ -118,7 +144,12 @@ gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t data
   return gbCommRedOpCreate(comm, scalar, datatype, residence, op);
 }
 
-gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm) {
+gbResult_t gbRedOpCreatePreMulSum(gbRedOp_t* op, void* scalar, gbDataType_t datatype, gbScalarResidence_t residence,
+                                  gbComm_t comm) {
+  GB_API_ON_COMM("gbRedOpCreatePreMulSum", comm, redOpCreatePreMulSum(op, scalar, datatype, residence, comm));
+}
+
+static gbResult_t redOpDestroy(gbRedOp_t op, gbComm_t comm) {
   GB_CHECK(gbApiCheckComm("gbRedOpDestroy", comm));
   if ((int)op >= 0 && op < gbNumOps)
     return gbErrorSet(gbInvalidArgument, "gbRedOpDestroy: op %d is a built-in op, not one made by "
@@ -126,8 +157,12 @@ gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm) {
   return gbCommRedOpDestroy(comm, op);
 }
 
-gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,
-                                 gbComm_t comm, void* stream) {
+gbResult_t gbRedOpDestroy(gbRedOp_t op, gbComm_t comm) {
+  GB_API_ON_COMM("gbRedOpDestroy", comm, redOpDestroy(op, comm));
+}
+
+static gbResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,
+                            gbComm_t comm, void* stream) {
   static const char* fn = "gbBroadcast";
   GB_CHECK(gbApiCheckComm(fn, comm));
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
@@ -138,7 +173,16 @@ gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDat
   return gbCommEnqueueBroadcast(comm, sendbuff, recvbuff, count, datatype, root, stream);
 }
 
-gbResult_t gbBarrier(gbComm_t comm, void* stream) {
+gbResult_t gbBroadcast(const void* sendbuff, void* recvbuff, size_t count, gbDataType_t datatype, int root,
+                       gbComm_t comm, void* stream) {
+  GB_API_ON_COMM("gbBroadcast", comm, broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+static gbResult_t barrier(gbComm_t comm, void* stream) {
   GB_CHECK(gbApiCheckComm("gbBarrier", comm));
   return gbCommEnqueueBarrier(comm, stream);
+}
+
+gbResult_t gbBarrier(gbComm_t comm, void* stream) {
+  GB_API_ON_COMM("gbBarrier", comm, barrier(comm, stream));
 }

@@ -5,14 +5,13 @@
 #include "api/api.h"
 #include "base/result.h"
 
-/* The error for a comm that is NULL or not in the registry of live ones. */
-static gbResult_t notLive(const char* fn, gbComm_t comm) {
+gbResult_t gbApiNotLive(const char* fn, gbComm_t comm) {
   if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
   return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)", fn);
 }
 
 gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return notLive(fn, comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive(fn, comm);
   if (gbCommInitState(comm) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);
@@ -40,7 +39,7 @@ const char* gbGetLastError(gbComm_t comm) {
 }
 
 gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommGetAsyncError", comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetAsyncError", comm);
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
   if (gbCommInitState(comm) == GB_INIT_RUNNING) *asyncError = gbInProgress;
   else *asyncError = gbCommAsyncError(comm);
@@ -49,7 +48,7 @@ gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
 }
 
 gbResult_t gbCommCount(const gbComm_t comm, int* count) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommCount", comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommCount", comm);
   if (!count) return gbErrorSet(gbInvalidArgument, "gbCommCount: count is NULL");
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
@@ -58,7 +57,7 @@ gbResult_t gbCommCount(const gbComm_t comm, int* count) {
 }
 
 gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommUserRank", comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommUserRank", comm);
   if (!rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: rank is NULL");
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
@@ -67,7 +66,7 @@ gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
 }
 
 gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommGetMemory", comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetMemory", comm);
   if (!memory) return gbErrorSet(gbInvalidArgument, "gbCommGetMemory: memory is NULL");
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommGetMemory: comm is not initialized");
@@ -79,7 +78,7 @@ gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
 }
 
 gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommGetTopology", comm);
+  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetTopology", comm);
   if (!topology) return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: topology is NULL");
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
@@ -87,8 +86,7 @@ gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
   return gbSuccess;
 }
 
-gbResult_t gbCommFinalize(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommFinalize", comm);
+static gbResult_t finalize(gbComm_t comm) {
   int state = gbCommInitState(comm);
   if (state == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "gbCommFinalize: the communicator is still initializing: poll "
@@ -104,25 +102,33 @@ gbResult_t gbCommFinalize(gbComm_t comm) {
   return res;
 }
 
+gbResult_t gbCommFinalize(gbComm_t comm) { GB_API_ON_COMM("gbCommFinalize", comm, finalize(comm)); }
+
+/* Destroy and abort end their own call before the teardown (gbCommFree
+ * waits for every call on the comm to leave); if another thread's teardown
+ * took the comm first, theirs does nothing more. */
 gbResult_t gbCommDestroy(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommDestroy", comm);
+  if (!gbCommEnter(comm)) return gbApiNotLive("gbCommDestroy", comm);
+  gbResult_t res = gbSuccess;
+  int failed = 1;
   if (gbCommInitState(comm) == GB_INIT_RUNNING) {
     /* Destroying a communicator still initializing: stop its init. */
     gbErrorSet(gbRemoteError, "the communicator was destroyed while it was initializing");
     gbCommFail(comm, gbRemoteError);
-    gbCommFree(comm);
-    return gbSuccess;
+  } else {
+    res = finalize(comm);
+    failed = gbCommAsyncError(comm) != gbSuccess; /* destroyed all the same, as NCCL does */
   }
-  gbResult_t res = gbCommFinalize(comm);
-  int failed = gbCommAsyncError(comm) != gbSuccess; /* destroyed all the same, as NCCL does */
+  gbCommLeave(comm);
   gbCommFree(comm);
   return failed || res == gbSuccess || res == gbRemoteError || res == gbTimeout ? gbSuccess : res;
 }
 
 gbResult_t gbCommAbort(gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return notLive("gbCommAbort", comm);
+  if (!gbCommEnter(comm)) return gbApiNotLive("gbCommAbort", comm);
   gbErrorSet(gbRemoteError, "the communicator was aborted (gbCommAbort)");
   gbCommFailFor(comm, gbRemoteError, "abort");
+  gbCommLeave(comm);
   gbCommFree(comm);
   return gbSuccess;
 }

@@ -93,12 +93,20 @@ static gbResult_t p2p(const char* fn, int isSend, void* buf, size_t count, gbDat
 
 gbResult_t gbSend(const void* sendbuff, size_t count, gbDataType_t datatype, int peer, gbComm_t comm,
                   void* stream) {
-  return p2p("gbSend", 1, (void*)sendbuff, count, datatype, peer, comm, stream);
+  GB_API_ON_COMM("gbSend", comm, p2p("gbSend", 1, (void*)sendbuff, count, datatype, peer, comm, stream));
 }
 
 gbResult_t gbRecv(void* recvbuff, size_t count, gbDataType_t datatype, int peer, gbComm_t comm, void* stream) {
-  return p2p("gbRecv", 0, recvbuff, count, datatype, peer, comm, stream);
+  GB_API_ON_COMM("gbRecv", comm, p2p("gbRecv", 0, recvbuff, count, datatype, peer, comm, stream));
 }
+
+/* One batch of the group, issued as a call on its communicator. */
+static gbResult_t issue(batch_t* b) {
+  gbResult_t res = gbApiCheckComm("gbGroupEnd", b->comm);
+  return res == gbSuccess ? gbCommEnqueueSendRecv(b->comm, b->ops, b->n, b->ops[0].stream) : res;
+}
+
+static gbResult_t issueOnComm(batch_t* b) { GB_API_ON_COMM("gbGroupEnd", b->comm, issue(b)); }
 
 gbResult_t gbGroupStart(void) {
   group.depth++;
@@ -115,9 +123,7 @@ gbResult_t gbGroupEnd(void) {
                      group.failText);
   } else {
     for (int k = 0; k < group.nbatches && res == gbSuccess; k++) {
-      batch_t* b = &group.batches[k];
-      res = gbApiCheckComm("gbGroupEnd", b->comm);
-      if (res == gbSuccess) res = gbCommEnqueueSendRecv(b->comm, b->ops, b->n, b->ops[0].stream);
+      res = issueOnComm(&group.batches[k]);
     }
   }
   groupReset();

@@ -10,7 +10,7 @@
 #include "boot/uniqueid.h"
 #include "core/settings.h"
 
-gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbConfig_t* config) {
+static gbResult_t split(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbConfig_t* config) {
   static const char* fn = "gbCommSplit";
   if (!newcomm) return gbErrorSet(gbInvalidArgument, "%s: newcomm is NULL", fn);
   *newcomm = NULL;
@@ -38,4 +38,8 @@ gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbC
   if (color == GB_SPLIT_NOCOLOR) return gbSuccess;
   return gbApiInitWith(newcomm, newN, &id, newRank, comm->localRank, config ? config : comm->hasConfig ? &comm->config
                                                                                                        : NULL);
+}
+
+gbResult_t gbCommSplit(gbComm_t comm, int color, int key, gbComm_t* newcomm, gbConfig_t* config) {
+  GB_API_ON_COMM("gbCommSplit", comm, split(comm, color, key, newcomm, config));
 }

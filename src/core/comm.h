@@ -104,7 +104,7 @@ struct gbComm {
   uint64_t seq;             /* collectives enqueued */
 
   atomic_int abortFlag;
-  atomic_int callsInFlight;       /* threads inside gbCommFinalize (abort waits for them) */
+  atomic_int callsInFlight;       /* threads inside calls on it (gbCommEnter; teardown waits for them) */
   atomic_int asyncError;       /* gbResult_t; first failure wins: gbCommAsyncError, set with errorLock held */
   atomic_int initState;
   pthread_t initThread;
@@ -140,8 +140,15 @@ void gbCommInitFailAsk(gbComm_t comm);
  * gbCommRelease frees a communicator's memory after a few later frees, so
  * that a new communicator does not take a just-destroyed one's address. */
 gbResult_t gbCommRegister(gbComm_t comm);
-void gbCommUnregister(gbComm_t comm);
+/* 1 when this call took comm out of the registry, 0 when it was not there
+ * (another thread's teardown took it): of two teardowns, one runs. */
+int gbCommUnregister(gbComm_t comm);
 int gbCommIsValid(const struct gbComm* comm);
+/* A call begins on comm: 1 (counted in callsInFlight, atomically with the
+ * check of the registry) when comm is live, else 0. gbCommLeave ends it.
+ * gbCommFree waits for every call to leave before it frees anything. */
+int gbCommEnter(gbComm_t comm);
+void gbCommLeave(gbComm_t comm);
 void gbCommRelease(gbComm_t comm);
 
 /* Where start-up is (GB_INIT_*), read with acquire: a thread that sees

@@ -104,15 +104,24 @@ static void freeGroup(gbComm_t c, gbCommGroup_t* g) {
 
 void gbCommFree(gbComm_t c) {
   /* The handle dies first: from here on every call with it is refused
-   * (core/registry.c), whatever this teardown does with the memory. */
-  gbCommUnregister(c);
+   * (core/registry.c), whatever this teardown does with the memory. Of two
+   * threads tearing it down (an abort and a destroy), the one that took it
+   * out of the registry goes on. */
+  if (!gbCommUnregister(c)) return;
   if (c->initThreadStarted) pthread_join(c->initThread, NULL);
-  /* Another thread inside gbCommFinalize leaves within one of its polls once
-   * the abort flag is set; wait for that, with a deadline. */
-  gbDeadline_t leave = gbDeadlineIn(5.0);
+  /* Threads inside calls on it (gbCommEnter) leave: their waits see the
+   * abort flag, or end at their deadlines. Nothing is freed under them: if
+   * one stays, the communicator is left allocated. */
+  gbDeadline_t leave = gbDeadlineIn((double)c->settings.timeoutSec + 5.0);
   while (atomic_load_explicit(&c->callsInFlight, memory_order_acquire) > 0 && !gbDeadlinePassed(leave)) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
+  }
+  int inside = atomic_load_explicit(&c->callsInFlight, memory_order_acquire);
+  if (inside > 0) {
+    GB_WARN("rank %d: %d call(s) on the communicator did not return within %d s of its teardown; it is left "
+            "allocated rather than freed under them", c->rank, inside, c->settings.timeoutSec + 5);
+    return;
   }
   int failed = gbCommAsyncError(c) != gbSuccess || atomic_load_explicit(&c->abortFlag, memory_order_relaxed);
   /* A failed island is aborted before the streams are drained: a vendor

@@ -65,10 +65,11 @@ gbResult_t gbCommRegister(gbComm_t c) {
   return res;
 }
 
-void gbCommUnregister(gbComm_t c) {
+int gbCommUnregister(gbComm_t c) {
   pthread_mutex_lock(&lock);
   size_t i = find(c);
-  if (i < nlive && live[i] == c) {
+  int removed = i < nlive && live[i] == c;
+  if (removed) {
     nlive--;
     memmove(&live[i], &live[i + 1], (nlive - i) * sizeof(*live));
   }
@@ -85,6 +86,7 @@ void gbCommUnregister(gbComm_t c) {
     }
   }
   pthread_mutex_unlock(&lock);
+  return removed;
 }
 
 int gbCommIsValid(const struct gbComm* c) {
@@ -95,6 +97,18 @@ int gbCommIsValid(const struct gbComm* c) {
   /* Registered, so its memory is live and the magic can be read. */
   return ok && c->magic == GB_COMM_MAGIC;
 }
+
+int gbCommEnter(gbComm_t c) {
+  if (!c) return 0;
+  pthread_mutex_lock(&lock);
+  /* Registered, so its memory is live and the magic can be read. */
+  int ok = has(c) && c->magic == GB_COMM_MAGIC;
+  if (ok) atomic_fetch_add_explicit(&c->callsInFlight, 1, memory_order_acq_rel);
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+void gbCommLeave(gbComm_t c) { atomic_fetch_sub_explicit(&c->callsInFlight, 1, memory_order_acq_rel); }
 
 void gbCommRelease(gbComm_t c) {
   pthread_mutex_lock(&lock);

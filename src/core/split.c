@@ -59,8 +59,9 @@ static gbResult_t parentAllGather(gbComm_t c, const void* mine, void* all, size_
     return res;
   }
   /* Past the step's own deadline: its timeout, which names the ranks it
-   * waited on, speaks first. */
-  res = gbFlagWaitHost(&g->done, 1, c->settings.timeoutSec + GB_PROXY_STEP_GRACE_S, NULL);
+   * waited on, speaks first. An abort ends the wait at once (the step holds
+   * its own reference to the gather). */
+  res = gbFlagWaitHost(&g->done, 1, c->settings.timeoutSec + GB_PROXY_STEP_GRACE_S, &c->abortFlag);
   if (res == gbTimeout) {
     res = gbErrorSet(gbTimeout, "gbCommSplit: not every rank of the parent called it within %d s (every rank of the "
                                 "parent must call gbCommSplit, NOCOLOR ranks too)", c->settings.timeoutSec);
