@@ -9,18 +9,9 @@
 
 #include "base/result.h"
 #include "check.h"
+#include "unit/one_rank.h"
 #include "core/comm.h"
 #include "gpubridge/gpubridge.h"
-
-static gbComm_t initOne(void) {
-  gbUniqueId id;
-  gbComm_t comm = NULL;
-  if (gbGetUniqueId(&id) != gbSuccess || gbCommInitRank(&comm, 1, id, 0) != gbSuccess) {
-    fprintf(stderr, "FAIL: init: %s\n", gbGetLastError(NULL));
-    exit(1);
-  }
-  return comm;
-}
 
 int main(void) {
   setenv("GPUBRIDGE_DEVICE_BACKEND", "host", 1);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "unit/one_rank.h"
 #include "gpubridge/gpubridge.h"
 
 #define ROUNDS 20
@@ -95,16 +96,6 @@ static void abortWhileCalling(void) {
     }
   }
   printf("abort while calling: %d all-reduces in %d rounds\n", calls, ROUNDS);
-}
-
-static gbComm_t initOne(void) {
-  gbUniqueId id;
-  gbComm_t comm = NULL;
-  if (gbGetUniqueId(&id) != gbSuccess || gbCommInitRank(&comm, 1, id, 0) != gbSuccess) {
-    fprintf(stderr, "FAIL: init: %s\n", gbGetLastError(NULL));
-    exit(1);
-  }
-  return comm;
 }
 
 typedef struct {

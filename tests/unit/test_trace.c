@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "base/param.h"
 #include "check.h"
+#include "unit/one_rank.h"
 #include "device/device.h"
 #include "gpubridge/gpubridge.h"
 
@@ -88,16 +89,6 @@ static void settleObserver(seen_t* s, int n) {
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
   }
-}
-
-static gbComm_t initOne(void) {
-  gbUniqueId id;
-  gbComm_t comm = NULL;
-  if (gbGetUniqueId(&id) != gbSuccess || gbCommInitRank(&comm, 1, id, 0) != gbSuccess) {
-    fprintf(stderr, "FAIL: init: %s\n", gbGetLastError(NULL));
-    exit(1);
-  }
-  return comm;
 }
 
 static int allReduces(gbComm_t comm, void* stream, int n, uint64_t firstCount, float* buf) {
