@@ -98,6 +98,10 @@ static gbResult_t blame(gbResult_t res, const gbNetCause_t* cause) {
 /* Why waiting on member k cannot go on (gbSuccess: it can). */
 static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, const gbSharedStep_t* st) {
   gbSharedCtl_t* m = gbSharedCtl(sh, k);
+  /* Life first, then the failure: a member writes its cause before it can
+   * exit, so one that failed, told and exited between the two looks is
+   * heard with its cause, not taken for dead. */
+  int dead = checkLife && !alive(sh, k);
   if (atomic_load_explicit(&m->failed, memory_order_acquire)) {
     gbNetCause_t cause;
     memcpy(&cause, &m->cause, sizeof(cause));
@@ -106,7 +110,7 @@ static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, c
     gbNetCauseText(msg, sizeof(msg), sh->name, sh->ranks[k], &cause, " (shared staging slots)");
     return blame(gbErrorSet(gbRemoteError, "%s", msg), &cause);
   }
-  if (checkLife && !alive(sh, k)) {
+  if (dead) {
     gbResult_t res = gbErrorSet(gbRemoteError, "%s: rank %d died or was killed while this rank waited for it %s chunk "
                                                "use %llu of staging slot %zu (shared staging slots; see its log)",
                                 sh->name, sh->ranks[k], st->what, (unsigned long long)st->use, st->slot);
