@@ -4,8 +4,9 @@
 
 #include "core/comm.h"
 
-/* gbSuccess when comm can take a new collective: valid, initialized, not
- * failed. Otherwise the error, with a message naming fn. */
+/* gbSuccess when comm, a call already counted on it (GB_API_ON_COMM, which
+ * checked the handle), can take a new collective: initialized, not failed.
+ * Otherwise the error, with a message naming fn. */
 gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm);
 
 /* The error for a comm that is NULL or not in the registry of live ones. */

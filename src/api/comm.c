@@ -11,7 +11,6 @@ gbResult_t gbApiNotLive(const char* fn, gbComm_t comm) {
 }
 
 gbResult_t gbApiCheckComm(const char* fn, gbComm_t comm) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive(fn, comm);
   if (gbCommInitState(comm) == GB_INIT_RUNNING)
     return gbErrorSet(gbInvalidUsage, "%s: the communicator is still initializing: poll gbCommGetAsyncError until it "
                                       "returns gbSuccess", fn);

@@ -165,7 +165,7 @@ const char* gbCommErrorText(gbComm_t comm);
  * is not starting up. */
 const char* gbCommFailureText(gbComm_t comm);
 /* Waits, within the comm's timeout, until every host step posted to its
- * proxy ran; counted in callsInFlight, so an abort waits for it to leave.
+ * proxy ran (inside gbCommFinalize's counted call: an abort waits for it).
  * A failure leaves the comm's first failure as the thread's error. */
 gbResult_t gbCommDrain(gbComm_t comm);
 

@@ -46,9 +46,7 @@ const char* gbCommFailureText(gbComm_t c) {
 }
 
 gbResult_t gbCommDrain(gbComm_t c) {
-  atomic_fetch_add_explicit(&c->callsInFlight, 1, memory_order_acq_rel);
   gbResult_t res = gbProxyDrain(c->proxy, gbDeadlineIn(c->settings.timeoutSec));
   if (res != gbSuccess && gbCommAsyncError(c) != gbSuccess) gbErrorRecord(c->errorText);
-  atomic_fetch_sub_explicit(&c->callsInFlight, 1, memory_order_acq_rel);
   return res;
 }
