@@ -4,7 +4,15 @@ Each method checks its arguments (and refuses what gpubridge cannot do)
 before anything is enqueued, enqueues the C call on the communicator's stream
 and returns a Work. The communicator is used by one thread at a time, as the
 C API requires: a lock serializes enqueues from several Python threads.
+
+On a GPU an asynchronous call goes on the communicator's own stream, which
+first waits for the caller's current stream, so that it overlaps the
+caller's later work; a synchronous one (torch's async_op=False, inside
+on_current_stream()) goes on the current stream itself, as ProcessGroupNCCL
+does: nothing would overlap it, and the hop between streams costs time (with
+two processes time-slicing one GPU, milliseconds a call).
 """
+import contextlib
 import datetime
 import threading
 import weakref
@@ -56,6 +64,8 @@ class Communicator:
         self._free_lock = threading.Lock()
         self._freed = False  # gbCommDestroy or gbCommAbort was called
         self._cuda_stream = None
+        self._joined = None  # an event the communicator's stream waits on (the caller's stream)
+        self._tls = threading.local()  # .current: on_current_stream() is in force on this thread
         if self.run_kind == "real":
             self._stream = None
             self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_cuda)
@@ -224,7 +234,8 @@ class Communicator:
 
         launch enqueues one or more C calls; post copies staged results back.
         On a GPU the calls go on the communicator's stream after the current
-        stream's work; on the host device on the communicator's stream."""
+        stream's work, or on the current stream inside on_current_stream();
+        on the host device on the communicator's stream."""
         post = list(post or ())
         if self.before_submit is not None:
             self.before_submit()  # held sends and receives go first (_p2p.py)
@@ -232,25 +243,45 @@ class Communicator:
             self._check_live(call)
             if kind == "cuda":
                 cur = torch.cuda.current_stream()
-                if self._cuda_stream is None:
-                    self._cuda_stream = torch.cuda.Stream()
-                s = self._cuda_stream
-                s.wait_stream(cur)
-                with torch.cuda.stream(s):
-                    launch(s.cuda_stream)
-                    for fn in post:
-                        fn()
-                    ev = torch.cuda.Event()
-                    ev.record(s)
-                for t in keep:
-                    if isinstance(t, torch.Tensor) and t.is_cuda:
-                        t.record_stream(s)
-                work = Work(self, call, result, list(keep) + list(scalars), (), ev, blocking)
+                on_cur = getattr(self._tls, "current", False)
+                s = cur if on_cur else self._own_stream(cur)
+                launch(s.cuda_stream)
+                if post:
+                    with torch.cuda.stream(s):
+                        for fn in post:
+                            fn()
+                ev = torch.cuda.Event()
+                ev.record(s)
+                if not on_cur:
+                    for t in keep:
+                        if isinstance(t, torch.Tensor) and t.is_cuda:
+                            t.record_stream(s)
+                work = Work(self, call, result, list(keep) + list(scalars), (), ev, blocking, on_cur)
             else:
                 launch(self._stream)
                 work = Work(self, call, result, list(keep) + list(scalars), post)
             self._watcher.add(work)
         return work
+
+    def _own_stream(self, cur):
+        """The communicator's stream, made to wait for cur (one event, recorded again each call)."""
+        if self._cuda_stream is None:
+            self._cuda_stream = torch.cuda.Stream()
+            self._joined = torch.cuda.Event()
+        self._joined.record(cur)
+        self._cuda_stream.wait_event(self._joined)
+        return self._cuda_stream
+
+    @contextlib.contextmanager
+    def on_current_stream(self, yes=True):
+        """Calls this thread issues inside go on its current CUDA stream (yes)
+        or on the communicator's own (not yes)."""
+        before = getattr(self._tls, "current", False)
+        self._tls.current = yes
+        try:
+            yield
+        finally:
+            self._tls.current = before
 
     # Reductions: premul_sum makes a one-call op and frees it once enqueued
     # (NCCL semantics: an op may be destroyed as soon as the last call given it returned).

@@ -33,7 +33,10 @@ class P2pQueue:
         recvs = [(t, p) for s, t, p, _ in held if not s]
         call = "send" if not recvs else "recv" if not sends else "send/recv"
         try:
-            work = self._comm.send_recv(sends, recvs, call)
+            # Their Works are the caller's to wait for later, from any stream:
+            # on the communicator's stream even when a synchronous call flushes them.
+            with self._comm.on_current_stream(False):
+                work = self._comm.send_recv(sends, recvs, call)
         except Exception as e:
             for _, _, _, w in held:
                 w._failed = e

@@ -9,10 +9,11 @@ Its Work turns complete only when the device work is done:
   before that call complete, with the stream's error if it had one. Staged
   results (non-contiguous outputs, list outputs) are copied back there, before
   the Work reads as complete. is_completed() only reads a flag.
-- real GPUs: a CUDA event recorded after the call on the communicator's
-  stream; is_completed() queries it, wait() makes the current stream wait for
-  it (no host block), and the watcher thread synchronizes the event to
-  complete the future.
+- real GPUs: a CUDA event recorded after the call on the stream it went on;
+  is_completed() queries it, wait() makes the current stream wait for it (no
+  host block; nothing to do for a synchronous call, which ran on the stream
+  that waits for it at once), and the watcher thread synchronizes the event
+  to complete the future.
 
 Every wait here is cut into slices so that Ctrl-C is heard (_interrupt.py);
 a KeyboardInterrupt in wait() aborts the communicator before it goes on.
@@ -44,7 +45,7 @@ def _seconds(timeout, default):
 class Work(dist.Work):
     """One enqueued call (or several, coalesced). result() is its output tensors."""
 
-    def __init__(self, comm, call, result, keep, post, event=None, blocking=False):
+    def __init__(self, comm, call, result, keep, post, event=None, blocking=False, on_caller_stream=False):
         super().__init__()
         self._comm = comm
         self._call = call
@@ -53,7 +54,11 @@ class Work(dist.Work):
         self._post = post        # host device: run after the device work, before completion
         self._event = event      # real GPUs: recorded after the call
         self._blocking = blocking  # GPU barrier: wait() blocks the host as well
-        self._done = threading.Event()
+        # A synchronous call on the caller's current stream, which torch (or
+        # gpubridge's API) waits for at once, on that stream: wait() has no
+        # stream to order.
+        self._on_caller_stream = on_caller_stream
+        self._done = threading.Event() if event is None else None  # GPUs: the event tells
         self._error = None
         self._future = torch.futures.Future()
 
@@ -68,15 +73,16 @@ class Work(dist.Work):
         self._error = error
         self._keep = None
         self._post = ()
-        self._done.set()
+        if self._done is not None:
+            self._done.set()
         if error is None:
             self._future.set_result(self._result)
         else:
             self._future.set_exception(error)
 
     def is_completed(self):
-        if self._event is not None and self._error is None:
-            return self._event.query()
+        if self._event is not None:
+            return self._error is not None or self._event.query()
         return self._done.is_set()
 
     def is_success(self):
@@ -98,7 +104,7 @@ class Work(dist.Work):
                 raise self._error
             if self._blocking:
                 self._interruptible(_interrupt.call, self._event.synchronize)
-            else:
+            elif not self._on_caller_stream:
                 torch.cuda.current_stream().wait_event(self._event)
             return True
         limit = _seconds(timeout, self._comm.timeout_s + _MARGIN_S)

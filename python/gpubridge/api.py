@@ -80,7 +80,12 @@ def get_topology(comm=None):
     return dict(_resolve(comm, "get_topology").topology)
 
 
-def _finish(work, async_op):
+def _issue(comm, call, async_op, fn):
+    """fn(communicator)'s Work, or None once waited for (async_op False: on
+    the current CUDA stream, as the torch backend does)."""
+    c = _resolve(comm, call)
+    with c.on_current_stream(not async_op):
+        work = fn(c)
     if async_op:
         return work
     work.wait()
@@ -90,33 +95,33 @@ def _finish(work, async_op):
 def all_reduce(tensor, op="sum", async_op=False, comm=None):
     """tensor = op over ranks of tensor. op: sum, prod, max, min, avg, or a
     torch ReduceOp (gpubridge.premul_sum(factor) too)."""
-    return _finish(_resolve(comm, "all_reduce").all_reduce(tensor, op), async_op)
+    return _issue(comm, "all_reduce", async_op, lambda c: c.all_reduce(tensor, op))
 
 
 def reduce(tensor, dst, op="sum", async_op=False, comm=None):
-    return _finish(_resolve(comm, "reduce").reduce(tensor, dst, op), async_op)
+    return _issue(comm, "reduce", async_op, lambda c: c.reduce(tensor, dst, op))
 
 
 def broadcast(tensor, src=0, async_op=False, comm=None):
-    return _finish(_resolve(comm, "broadcast").broadcast(tensor, src), async_op)
+    return _issue(comm, "broadcast", async_op, lambda c: c.broadcast(tensor, src))
 
 
 def all_gather_into_tensor(output, input, async_op=False, comm=None):
     """output = the ranks' inputs, concatenated in rank order."""
-    return _finish(_resolve(comm, "all_gather_into_tensor").all_gather_into_tensor(output, input), async_op)
+    return _issue(comm, "all_gather_into_tensor", async_op, lambda c: c.all_gather_into_tensor(output, input))
 
 
 def reduce_scatter_tensor(output, input, op="sum", async_op=False, comm=None):
     """output = op over ranks of this rank's block of input."""
-    return _finish(_resolve(comm, "reduce_scatter_tensor").reduce_scatter_tensor(output, input, op), async_op)
+    return _issue(comm, "reduce_scatter_tensor", async_op, lambda c: c.reduce_scatter_tensor(output, input, op))
 
 
 def all_to_all_single(output, input, async_op=False, comm=None):
-    return _finish(_resolve(comm, "all_to_all_single").all_to_all_single(output, input), async_op)
+    return _issue(comm, "all_to_all_single", async_op, lambda c: c.all_to_all_single(output, input))
 
 
 def barrier(async_op=False, comm=None):
-    return _finish(_resolve(comm, "barrier").barrier(), async_op)
+    return _issue(comm, "barrier", async_op, lambda c: c.barrier())
 
 
 def split(color, key=0, comm=None):

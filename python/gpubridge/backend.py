@@ -11,6 +11,7 @@ What DDP, FSDP2 and DeviceMesh call is implemented; a call gpubridge cannot
 do raises gpubridge.Unsupported naming the call, before any communication.
 """
 import datetime
+import functools
 
 import torch
 import torch.distributed as dist
@@ -32,6 +33,21 @@ def _op(opts):
     if isinstance(opts, (dist.ReduceOp, dist.ReduceOp.RedOpType)):
         return opts
     return opts.reduceOp
+
+
+def _stream_from_opts(method):
+    """torch's async_op=False (opts.asyncOp False) puts the call on the
+    caller's current CUDA stream (Communicator.on_current_stream), as
+    ProcessGroupNCCL does; not while coalescing, whose closing Work covers
+    every call of the batch on the communicator's stream."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        opts = kwargs.get("opts", args[-1] if args else None)
+        if getattr(opts, "asyncOp", True) is False and self._coalescing is None:
+            with self.communicator.on_current_stream():
+                return method(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
+    return call
 
 
 class Options:
@@ -106,10 +122,12 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
 
     # ------------------------------------------------------- reductions
 
+    @_stream_from_opts
     def allreduce(self, tensors, opts=None):
         t = T.one_tensor("allreduce", tensors)
         return self._track(self.communicator.all_reduce(t, _op(opts), call="allreduce"))
 
+    @_stream_from_opts
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
             raise Unsupported("allreduce_coalesced", "no tensors")
@@ -118,12 +136,14 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
             self.communicator.all_reduce(t, op, call="allreduce_coalesced")
         return self._track(self._after("allreduce_coalesced", list(tensors), tensors[0]))
 
+    @_stream_from_opts
     def reduce(self, tensors, opts=None):
         t = T.one_tensor("reduce", tensors)
         if getattr(opts, "rootTensor", 0) != 0:
             raise Unsupported("reduce", "rootTensor must be 0 (one tensor per process)")
         return self._track(self.communicator.reduce(t, opts.rootRank, _op(opts)))
 
+    @_stream_from_opts
     def reduce_scatter_single(self, output, input, opts=None):
         return self._track(self.communicator.reduce_scatter_tensor(output, input, _op(opts),
                                                                   call="reduce_scatter_tensor"))
@@ -132,6 +152,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         """Older torch's name of reduce_scatter_single."""
         return self.reduce_scatter_single(*args, **kwargs)
 
+    @_stream_from_opts
     def reduce_scatter(self, outputs, input_lists, opts=None):
         call = "reduce_scatter"
         out = T.one_tensor(call, outputs)
@@ -141,6 +162,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         return self._track(self.communicator.reduce_scatter_tensor(out.reshape(-1) if out.is_contiguous()
                                                                    else out, flat, _op(opts), call=call))
 
+    @_stream_from_opts
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         call = "reduce_scatter_tensor_coalesced"
         if len(outputs) != len(inputs) or not outputs:
@@ -155,6 +177,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
 
     # ---------------------------------------------------- data movement
 
+    @_stream_from_opts
     def broadcast(self, tensors, opts=None):
         t = T.one_tensor("broadcast", tensors)
         if opts is not None and getattr(opts, "rootTensor", 0) != 0:
@@ -162,6 +185,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         root = opts.rootRank if opts is not None else 0
         return self._track(self.communicator.broadcast(t, root))
 
+    @_stream_from_opts
     def all_gather_single(self, output, input, opts=None):
         return self._track(self.communicator.all_gather_into_tensor(output, input,
                                                                    call="all_gather_into_tensor"))
@@ -170,6 +194,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         """Older torch's name of all_gather_single."""
         return self.all_gather_single(*args, **kwargs)
 
+    @_stream_from_opts
     def allgather(self, output_lists, input_tensors, opts=None):
         call = "allgather"
         inp = T.one_tensor(call, input_tensors)
@@ -181,6 +206,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         then = [lambda: [o.copy_(f.view_as(o)) for o, f in zip(outs, flat.chunk(c.size))]]
         return self._track(c.all_gather_into_tensor(flat, inp, call=call, then=then, result=[list(outs)]))
 
+    @_stream_from_opts
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         call = "allgather_into_tensor_coalesced"
         if len(outputs) != len(inputs) or not outputs:
@@ -193,6 +219,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         """Older torch's name of all_gather_single_coalesced."""
         return self.all_gather_single_coalesced(*args, **kwargs)
 
+    @_stream_from_opts
     def allgather_coalesced(self, output_lists, input_tensors, opts=None):
         call = "allgather_coalesced"
         if len(output_lists) != len(input_tensors) or not input_tensors:
@@ -201,6 +228,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
             self.allgather([outs], [inp])
         return self._track(self._after(call, output_lists, input_tensors[0]))
 
+    @_stream_from_opts
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         call = "all_to_all_single"
         c = self.communicator
@@ -214,6 +242,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         """Older torch's name of all_to_all_single."""
         return self.all_to_all_single(*args, **kwargs)
 
+    @_stream_from_opts
     def alltoall(self, output_tensors, input_tensors, opts=None):
         call = "alltoall"
         c = self.communicator
@@ -250,6 +279,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
                               % (what, list(sizes), t.shape[0], c.size))
         return list(t.split(list(sizes)))
 
+    @_stream_from_opts
     def gather(self, output_lists, input_tensors, opts=None):
         call = "gather"
         c = self.communicator
@@ -265,6 +295,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         work._result = [list(outs)]
         return self._track(work)
 
+    @_stream_from_opts
     def scatter(self, output_tensors, input_lists, opts=None):
         call = "scatter"
         c = self.communicator
@@ -295,6 +326,7 @@ class ProcessGroupGpubridge(dist.ProcessGroup):
         raise Unsupported("recv_anysource", "gpubridge receives only from a named peer (as NCCL); "
                           "pass src to recv")
 
+    @_stream_from_opts
     def barrier(self, opts=None):
         return self._track(self.communicator.barrier())
 

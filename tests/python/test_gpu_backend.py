@@ -71,6 +71,28 @@ def worker():
     torch.cuda.synchronize()
     check(w.is_completed(), "Work incomplete after the stream synchronized")
 
+    # A synchronous call runs on the caller's current stream (as
+    # ProcessGroupNCCL's): on a user stream whose kernel before it still runs
+    # (torch.cuda._sleep) and whose work after it reads the result, with no
+    # other synchronization; the same through gpubridge's own API.
+    user = torch.cuda.Stream()
+    with torch.cuda.stream(user):
+        t = torch.zeros(1 << 16, device=dev)
+        torch.cuda._sleep(20_000_000)
+        t.fill_(rank + 1)
+        dist.all_reduce(t)
+        after = t * 2
+        u = torch.zeros(1 << 16, device=dev)
+        torch.cuda._sleep(20_000_000)
+        u.fill_(rank + 2)
+        gpubridge.all_reduce(u, op="max")
+        after_u = u + 1
+    user.synchronize()
+    want = float(sum(r + 1 for r in range(world)))
+    check(torch.equal(after, torch.full_like(after, 2 * want)), "sync all_reduce on a user stream: %s" % after[:4])
+    check(torch.equal(after_u, torch.full_like(after_u, world + 2.0)),
+          "gpubridge.all_reduce on a user stream: %s" % after_u[:4])
+
     model = M.make_model(rank).to(dev)
     ddp = DDP(model, device_ids=[gpu])
     opt = torch.optim.SGD(ddp.parameters(), lr=M.LR)
