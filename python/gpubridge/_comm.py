@@ -12,7 +12,6 @@ on_current_stream()) goes on the current stream itself, as ProcessGroupNCCL
 does: nothing would overlap it, and the hop between streams costs time (with
 two processes time-slicing one GPU, milliseconds a call).
 """
-import contextlib
 import datetime
 import threading
 import weakref
@@ -44,6 +43,22 @@ def _wait_key(store, key, rank, timeout_s):
         raise Error(_lib.TIMEOUT, "rank %d waited %.0f s for rank 0 to publish the communicator's unique id (store "
                     "key %s): check that rank 0 is running and makes the same process group, or raise the "
                     "process group's timeout" % (rank, limit, key))
+
+
+class _StreamChoice:
+    """Communicator.on_current_stream's context (a class: it runs on every synchronous call)."""
+    __slots__ = ("tls", "yes", "before")
+
+    def __init__(self, tls, yes):
+        self.tls = tls
+        self.yes = yes
+
+    def __enter__(self):
+        self.before = getattr(self.tls, "current", False)
+        self.tls.current = self.yes
+
+    def __exit__(self, *exc):
+        self.tls.current = self.before
 
 
 class Communicator:
@@ -272,16 +287,10 @@ class Communicator:
         self._cuda_stream.wait_event(self._joined)
         return self._cuda_stream
 
-    @contextlib.contextmanager
     def on_current_stream(self, yes=True):
-        """Calls this thread issues inside go on its current CUDA stream (yes)
-        or on the communicator's own (not yes)."""
-        before = getattr(self._tls, "current", False)
-        self._tls.current = yes
-        try:
-            yield
-        finally:
-            self._tls.current = before
+        """A context: calls this thread issues inside go on its current CUDA
+        stream (yes) or on the communicator's own (not yes)."""
+        return _StreamChoice(self._tls, yes)
 
     # Reductions: premul_sum makes a one-call op and frees it once enqueued
     # (NCCL semantics: an op may be destroyed as soon as the last call given it returned).
