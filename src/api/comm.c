@@ -37,8 +37,9 @@ const char* gbGetLastError(gbComm_t comm) {
   return gbErrorLast();
 }
 
-gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetAsyncError", comm);
+/* The queries are counted calls (GB_API_ON_COMM), as every call on a
+ * communicator: a watchdog thread may poll while another aborts. */
+static gbResult_t asyncErrorOf(gbComm_t comm, gbResult_t* asyncError) {
   if (!asyncError) return gbErrorSet(gbInvalidArgument, "gbCommGetAsyncError: asyncError is NULL");
   if (gbCommInitState(comm) == GB_INIT_RUNNING) *asyncError = gbInProgress;
   else *asyncError = gbCommAsyncError(comm);
@@ -46,29 +47,37 @@ gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
   return gbSuccess;
 }
 
-gbResult_t gbCommCount(const gbComm_t comm, int* count) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommCount", comm);
-  if (!count) return gbErrorSet(gbInvalidArgument, "gbCommCount: count is NULL");
-  if (gbCommInitState(comm) != GB_INIT_DONE)
-    return gbErrorSet(gbInvalidUsage, "gbCommCount: comm is not initialized");
+gbResult_t gbCommGetAsyncError(gbComm_t comm, gbResult_t* asyncError) {
+  GB_API_ON_COMM("gbCommGetAsyncError", comm, asyncErrorOf(comm, asyncError));
+}
+
+/* An initialized comm, and a place for the answer. */
+static gbResult_t checkQuery(const char* fn, gbComm_t comm, const void* out, const char* what) {
+  if (!out) return gbErrorSet(gbInvalidArgument, "%s: %s is NULL", fn, what);
+  if (gbCommInitState(comm) != GB_INIT_DONE) return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized", fn);
+  return gbSuccess;
+}
+
+static gbResult_t countOf(gbComm_t comm, int* count) {
+  GB_CHECK(checkQuery("gbCommCount", comm, count, "count"));
   *count = comm->nranks;
   return gbSuccess;
 }
 
-gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommUserRank", comm);
-  if (!rank) return gbErrorSet(gbInvalidArgument, "gbCommUserRank: rank is NULL");
-  if (gbCommInitState(comm) != GB_INIT_DONE)
-    return gbErrorSet(gbInvalidUsage, "gbCommUserRank: comm is not initialized");
+gbResult_t gbCommCount(const gbComm_t comm, int* count) { GB_API_ON_COMM("gbCommCount", comm, countOf(comm, count)); }
+
+static gbResult_t rankOf(gbComm_t comm, int* rank) {
+  GB_CHECK(checkQuery("gbCommUserRank", comm, rank, "rank"));
   *rank = comm->rank;
   return gbSuccess;
 }
 
-gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetMemory", comm);
-  if (!memory) return gbErrorSet(gbInvalidArgument, "gbCommGetMemory: memory is NULL");
-  if (gbCommInitState(comm) != GB_INIT_DONE)
-    return gbErrorSet(gbInvalidUsage, "gbCommGetMemory: comm is not initialized");
+gbResult_t gbCommUserRank(const gbComm_t comm, int* rank) {
+  GB_API_ON_COMM("gbCommUserRank", comm, rankOf(comm, rank));
+}
+
+static gbResult_t memoryOf(gbComm_t comm, gbCommMemory_t* memory) {
+  GB_CHECK(checkQuery("gbCommGetMemory", comm, memory, "memory"));
   *memory = (gbCommMemory_t){.size = sizeof(*memory), .version = 1,
                              .pinnedBytes = atomic_load(&comm->memory.pinned),
                              .segmentBytes = atomic_load(&comm->memory.segment),
@@ -76,13 +85,18 @@ gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
   return gbSuccess;
 }
 
-gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
-  if (!gbCommIsValid(comm)) return gbApiNotLive("gbCommGetTopology", comm);
-  if (!topology) return gbErrorSet(gbInvalidArgument, "gbCommGetTopology: topology is NULL");
-  if (gbCommInitState(comm) != GB_INIT_DONE)
-    return gbErrorSet(gbInvalidUsage, "gbCommGetTopology: comm is not initialized");
+gbResult_t gbCommGetMemory(const gbComm_t comm, gbCommMemory_t* memory) {
+  GB_API_ON_COMM("gbCommGetMemory", comm, memoryOf(comm, memory));
+}
+
+static gbResult_t topologyOf(gbComm_t comm, gbTopology_t* topology) {
+  GB_CHECK(checkQuery("gbCommGetTopology", comm, topology, "topology"));
   *topology = comm->pub;
   return gbSuccess;
+}
+
+gbResult_t gbCommGetTopology(const gbComm_t comm, gbTopology_t* topology) {
+  GB_API_ON_COMM("gbCommGetTopology", comm, topologyOf(comm, topology));
 }
 
 static gbResult_t finalize(gbComm_t comm) {

@@ -1,18 +1,16 @@
 /* Exported: the flight recorder's observer, queries, counters and dump.
  * They work on a failed communicator too (until it is destroyed), from any
- * thread: that is when they are wanted. */
+ * thread: that is when they are wanted. Each is a counted call
+ * (GB_API_ON_COMM): an abort on another thread waits for it before the
+ * recorder goes. */
 #include <string.h>
 
 #include "api/api.h"
 #include "base/result.h"
 #include "trace/trace.h"
 
-/* Valid, initialized, with a recorder. */
+/* Initialized, with a recorder (the handle was checked by GB_API_ON_COMM). */
 static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
-  if (!comm) return gbErrorSet(gbInvalidArgument, "%s: comm is NULL", fn);
-  if (!gbCommIsValid(comm))
-    return gbErrorSet(gbInvalidArgument, "%s: comm is not a live communicator (destroyed, aborted, or never made)",
-                      fn);
   if (gbCommInitState(comm) != GB_INIT_DONE)
     return gbErrorSet(gbInvalidUsage, "%s: comm is not initialized (still initializing, or its init failed)", fn);
   if (!comm->trace)
@@ -21,9 +19,13 @@ static gbResult_t checkTraced(const char* fn, gbComm_t comm) {
   return gbSuccess;
 }
 
-gbResult_t gbCommSetObserver(gbComm_t comm, gbObserver_t fn, void* userData) {
+static gbResult_t setObserver(gbComm_t comm, gbObserver_t fn, void* userData) {
   GB_CHECK(checkTraced("gbCommSetObserver", comm));
   return gbTraceSetObserver(comm->trace, fn, userData);
+}
+
+gbResult_t gbCommSetObserver(gbComm_t comm, gbObserver_t fn, void* userData) {
+  GB_API_ON_COMM("gbCommSetObserver", comm, setObserver(comm, fn, userData));
 }
 
 static gbResult_t query(const char* fn, gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count,
@@ -38,11 +40,11 @@ static gbResult_t query(const char* fn, gbComm_t comm, gbCollRecord_t* records, 
 }
 
 gbResult_t gbCommGetInFlight(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count) {
-  return query("gbCommGetInFlight", comm, records, maxRecords, count, 1);
+  GB_API_ON_COMM("gbCommGetInFlight", comm, query("gbCommGetInFlight", comm, records, maxRecords, count, 1));
 }
 
 gbResult_t gbCommGetRecords(gbComm_t comm, gbCollRecord_t* records, int maxRecords, int* count) {
-  return query("gbCommGetRecords", comm, records, maxRecords, count, 0);
+  GB_API_ON_COMM("gbCommGetRecords", comm, query("gbCommGetRecords", comm, records, maxRecords, count, 0));
 }
 
 const char* gbCollRecordPhase(const gbCollRecord_t* record) {
@@ -50,17 +52,25 @@ const char* gbCollRecordPhase(const gbCollRecord_t* record) {
   return gbTracePhaseName(record, 0);
 }
 
-gbResult_t gbCommGetCounters(gbComm_t comm, gbCommCounters_t* counters) {
+static gbResult_t counters(gbComm_t comm, gbCommCounters_t* out) {
   GB_CHECK(checkTraced("gbCommGetCounters", comm));
-  if (!counters) return gbErrorSet(gbInvalidArgument, "gbCommGetCounters: counters is NULL");
-  gbTraceCounters(comm->trace, counters);
+  if (!out) return gbErrorSet(gbInvalidArgument, "gbCommGetCounters: counters is NULL");
+  gbTraceCounters(comm->trace, out);
   return gbSuccess;
 }
 
-gbResult_t gbCommDumpTrace(gbComm_t comm, const char* dir, char* path, size_t pathLen) {
+gbResult_t gbCommGetCounters(gbComm_t comm, gbCommCounters_t* out) {
+  GB_API_ON_COMM("gbCommGetCounters", comm, counters(comm, out));
+}
+
+static gbResult_t dump(gbComm_t comm, const char* dir, char* path, size_t pathLen) {
   GB_CHECK(checkTraced("gbCommDumpTrace", comm));
   if (path && pathLen > 0) path[0] = '\0';
   if (!path && pathLen > 0) return gbErrorSet(gbInvalidArgument, "gbCommDumpTrace: path is NULL with pathLen %zu",
                                               pathLen);
   return gbTraceDump(comm->trace, dir, "api", path, pathLen);
+}
+
+gbResult_t gbCommDumpTrace(gbComm_t comm, const char* dir, char* path, size_t pathLen) {
+  GB_API_ON_COMM("gbCommDumpTrace", comm, dump(comm, dir, path, pathLen));
 }

@@ -6,7 +6,11 @@
  *   communicator" (never a freed proxy or stage: teardown waits for calls
  *   inside to leave);
  * - gbCommDestroy and gbCommAbort at once: both return, one tears down
- *   (no double free), and the handle is dead after both.
+ *   (no double free), and the handle is dead after both;
+ * - gbCommAbort while another thread polls the queries (async error, count,
+ *   rank, memory, topology, the flight recorder's records, in-flight calls
+ *   and counters), as a watchdog does: every query returns gbSuccess or "not
+ *   a live communicator", never reads a freed recorder.
  * Each 20 times, starting the two threads at a barrier. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -126,6 +130,58 @@ static void destroyAndAbort(void) {
   }
 }
 
+typedef struct {
+  gbComm_t comm;
+  int polls;
+  gbResult_t bad;
+  char badText[512];
+} poller_t;
+
+/* Polls every query until one says the comm is gone; records a result that
+ * is neither success nor that. */
+static void* pollerMain(void* arg) {
+  poller_t* p = arg;
+  gbCollRecord_t records[8];
+  pthread_barrier_wait(&start);
+  for (;;) {
+    gbResult_t async = gbSuccess;
+    gbCommCounters_t counters;
+    gbCommMemory_t memory;
+    gbTopology_t topology;
+    int n = 0;
+    gbResult_t r[] = {gbCommGetAsyncError(p->comm, &async), gbCommCount(p->comm, &n), gbCommUserRank(p->comm, &n),
+                      gbCommGetMemory(p->comm, &memory), gbCommGetTopology(p->comm, &topology),
+                      gbCommGetRecords(p->comm, records, 8, &n), gbCommGetInFlight(p->comm, records, 8, &n),
+                      gbCommGetCounters(p->comm, &counters)};
+    p->polls++;
+    int gone = 0;
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+      if (r[i] == gbInvalidArgument) gone = 1;
+      else if (r[i] != gbSuccess && p->bad == gbSuccess) {
+        p->bad = r[i];
+        snprintf(p->badText, sizeof(p->badText), "query %zu: %s", i, gbGetLastError(NULL));
+      }
+    }
+    if (gone) return NULL;
+  }
+}
+
+static void abortWhilePolling(void) {
+  int polls = 0;
+  for (int round = 0; round < ROUNDS; round++) {
+    poller_t p = {.comm = initOne(), .bad = gbSuccess};
+    pthread_t t;
+    pthread_create(&t, NULL, pollerMain, &p);
+    pthread_barrier_wait(&start);
+    gbResult_t r = gbCommAbort(p.comm);
+    pthread_join(t, NULL);
+    polls += p.polls;
+    CHECK(r == gbSuccess, "round %d: gbCommAbort returned %d: %s", round, (int)r, gbGetLastError(NULL));
+    CHECK(p.bad == gbSuccess, "round %d: a query returned %d: %s", round, (int)p.bad, p.badText);
+  }
+  printf("abort while polling: %d rounds of the queries in %d rounds\n", polls, ROUNDS);
+}
+
 int main(void) {
   setenv("GPUBRIDGE_DEVICE_BACKEND", "host", 1);
   unsetenv("GPUBRIDGE_VENDOR");
@@ -136,6 +192,7 @@ int main(void) {
   pthread_barrier_destroy(&start);
   pthread_barrier_init(&start, NULL, 2);
   destroyAndAbort();
+  abortWhilePolling();
   pthread_barrier_destroy(&start);
   if (failures) {
     fprintf(stderr, "test_comm_teardown_race: %d check(s) failed\n", failures);
