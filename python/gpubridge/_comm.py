@@ -228,7 +228,10 @@ class Communicator:
         _lib.stream_synchronize(self._stream)
 
     def _sync_cuda(self, batch):
-        batch[-1]._event.synchronize()
+        # Each Work's own event: a batch's calls may have gone on two streams
+        # (the communicator's and a caller's current one).
+        for w in batch:
+            w._event.synchronize()
         err = _lib.comm_get_async_error(self.handle)
         if err not in (_lib.SUCCESS, _lib.IN_PROGRESS):
             raise Error(err, _lib.get_last_error(self.handle))
