@@ -45,6 +45,14 @@ def _wait_key(store, key, rank, timeout_s):
                     "process group's timeout" % (rank, limit, key))
 
 
+def _cuda_device(tensors):
+    """The device of the first CUDA tensor among tensors (None: the current device)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            return t.device
+    return None
+
+
 class _StreamChoice:
     """Communicator.on_current_stream's context (a class: it runs on every synchronous call)."""
     __slots__ = ("tls", "yes", "before")
@@ -79,7 +87,6 @@ class Communicator:
         self._free_lock = threading.Lock()
         self._freed = False  # gbCommDestroy or gbCommAbort was called
         self._cuda_stream = None
-        self._joined = None  # an event the communicator's stream waits on (the caller's stream)
         self._tls = threading.local()  # .current: on_current_stream() is in force on this thread
         if self.run_kind == "real":
             self._stream = None
@@ -260,7 +267,10 @@ class Communicator:
         with self._lock:
             self._check_live(call)
             if kind == "cuda":
-                cur = torch.cuda.current_stream()
+                # The tensors' device's current stream: the calling thread's
+                # current device may be another (a future's callback runs
+                # on the watcher thread).
+                cur = torch.cuda.current_stream(_cuda_device(list(keep) + list(result)))
                 on_cur = getattr(self._tls, "current", False)
                 s = cur if on_cur else self._own_stream(cur)
                 launch(s.cuda_stream)
@@ -282,12 +292,10 @@ class Communicator:
         return work
 
     def _own_stream(self, cur):
-        """The communicator's stream, made to wait for cur (one event, recorded again each call)."""
+        """The communicator's stream (on cur's device), made to wait for cur."""
         if self._cuda_stream is None:
-            self._cuda_stream = torch.cuda.Stream()
-            self._joined = torch.cuda.Event()
-        self._joined.record(cur)
-        self._cuda_stream.wait_event(self._joined)
+            self._cuda_stream = torch.cuda.Stream(device=cur.device)
+        self._cuda_stream.wait_stream(cur)
         return self._cuda_stream
 
     def on_current_stream(self, yes=True):

@@ -1,5 +1,6 @@
 /* Exported: communicator queries, errors, finalize, destroy, abort. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -26,11 +27,16 @@ const char* gbGetErrorString(gbResult_t result) { return gbResultString(result);
 /* After a failure of comm its first failure answers (the root cause: a
  * verdict, a dead peer); later errors on this thread are mostly its side
  * effects (a connection shut down, a stream dropped). Else the thread's last
- * error, as in NCCL. The comm's text is set once, with its first failure. */
+ * error, as in NCCL. The comm's text is set once, with its first failure,
+ * and copied here into this thread's own buffer inside a counted call: the
+ * answer outlives a teardown on another thread. */
 const char* gbGetLastError(gbComm_t comm) {
-  if (comm && gbCommIsValid(comm)) {
-    const char* failure = gbCommFailureText(comm);
-    if (failure) return failure;
+  static _Thread_local char failure[sizeof(((struct gbComm*)0)->errorText)];
+  if (comm && gbCommEnter(comm)) {
+    const char* text = gbCommFailureText(comm);
+    if (text) snprintf(failure, sizeof(failure), "%s", text);
+    gbCommLeave(comm);
+    if (text) return failure;
   }
   /* Not failed: the comm's text is not read (a proxy thread may be writing
    * the first failure into it now). */

@@ -8,9 +8,10 @@
  * - gbCommDestroy and gbCommAbort at once: both return, one tears down
  *   (no double free), and the handle is dead after both;
  * - gbCommAbort while another thread polls the queries (async error, count,
- *   rank, memory, topology, the flight recorder's records, in-flight calls
- *   and counters), as a watchdog does: every query returns gbSuccess or "not
- *   a live communicator", never reads a freed recorder.
+ *   rank, memory, topology, the flight recorder's records, in-flight calls,
+ *   counters and observer, the comm's last error), as a watchdog does: every
+ *   query returns gbSuccess or "not a live communicator", never reads a
+ *   freed recorder or a destroyed lock.
  * Each 20 times, starting the two threads at a barrier. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -152,7 +153,13 @@ static void* pollerMain(void* arg) {
     gbResult_t r[] = {gbCommGetAsyncError(p->comm, &async), gbCommCount(p->comm, &n), gbCommUserRank(p->comm, &n),
                       gbCommGetMemory(p->comm, &memory), gbCommGetTopology(p->comm, &topology),
                       gbCommGetRecords(p->comm, records, 8, &n), gbCommGetInFlight(p->comm, records, 8, &n),
-                      gbCommGetCounters(p->comm, &counters)};
+                      gbCommGetCounters(p->comm, &counters), gbCommSetObserver(p->comm, NULL, NULL)};
+    /* The comm's own text (if it failed) or the thread's: a string either way. */
+    const char* text = gbGetLastError(p->comm);
+    if (!text && p->bad == gbSuccess) {
+      p->bad = gbInternalError;
+      snprintf(p->badText, sizeof(p->badText), "gbGetLastError(comm) returned NULL");
+    }
     p->polls++;
     int gone = 0;
     for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
