@@ -535,23 +535,16 @@ static __device__ inline volatile gbU64* flagAt(char* flags, int member, int blo
 
 /* Each look is a read across the bus: between looks a waiting thread naps
  * briefly, so many waiting blocks leave the bus to the data. Once the flag
- * is seen, an acquire fence: the volatile read that saw it and the fence are
- * an acquire (the writer's fenceAll is the release), and with the barrier
- * that follows every wait the block's later reads of the member's data are
- * ordered after the flag. fence.acq_rel orders without waiting for the
- * thread's earlier stores to drain, as a sequentially consistent fence
- * (__threadfence_system) does. */
+ * is seen, a system fence: with the barrier that follows every wait, the
+ * block's later reads of the member's data are ordered after the flag (the
+ * writer's fenceAll is the release; a volatile read alone is no acquire). */
 static __device__ inline void spin(const gbReduceKernelArgs& a, volatile gbU64* f, gbU64 value) {
   while (*f < value && *(volatile int*)a.stop == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(GB_SPIN_NAP_NS);
 #endif
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("fence.acq_rel.sys;" ::: "memory");
-#else
   __threadfence_system();
-#endif
 }
 
 /* Every member read this buffer's use - 2: a member's exchanges run one
