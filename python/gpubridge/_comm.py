@@ -45,11 +45,12 @@ def _wait_key(store, key, rank, timeout_s):
                     "process group's timeout" % (rank, limit, key))
 
 
-def _cuda_device(tensors):
-    """The device of the first CUDA tensor among tensors (None: the current device)."""
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.is_cuda:
-            return t.device
+def _cuda_device(*groups):
+    """The device of the first CUDA tensor in the groups (None: the current device)."""
+    for tensors in groups:
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                return t.device
     return None
 
 
@@ -270,7 +271,7 @@ class Communicator:
                 # The tensors' device's current stream: the calling thread's
                 # current device may be another (a future's callback runs
                 # on the watcher thread).
-                cur = torch.cuda.current_stream(_cuda_device(list(keep) + list(result)))
+                cur = torch.cuda.current_stream(_cuda_device(keep, result))
                 on_cur = getattr(self._tls, "current", False)
                 s = cur if on_cur else self._own_stream(cur)
                 launch(s.cuda_stream)

@@ -135,7 +135,7 @@ void gbCommInitFailAsk(gbComm_t comm);
 
 /* The registry of live communicators (core/registry.c). A handle is valid
  * from gbCommRegister (gbCommAlloc) to gbCommUnregister (the start of
- * gbCommFree); gbCommIsValid reads nothing at an address it does not hold,
+ * gbCommFree); gbCommEnter reads nothing at an address it does not hold,
  * so a destroyed or never-made handle is refused, never dereferenced.
  * gbCommRelease frees a communicator's memory after a few later frees, so
  * that a new communicator does not take a just-destroyed one's address. */
@@ -143,7 +143,6 @@ gbResult_t gbCommRegister(gbComm_t comm);
 /* 1 when this call took comm out of the registry, 0 when it was not there
  * (another thread's teardown took it): of two teardowns, one runs. */
 int gbCommUnregister(gbComm_t comm);
-int gbCommIsValid(const struct gbComm* comm);
 /* A call begins on comm: 1 (counted in callsInFlight, atomically with the
  * check of the registry) when comm is live, else 0. gbCommLeave ends it.
  * gbCommFree waits for every call to leave before it frees anything. */

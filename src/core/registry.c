@@ -2,7 +2,7 @@
  * A gbComm_t is the struct's address, so a destroyed one cannot say so
  * itself (its memory is gone, and a "dead" mark stored just before free may
  * never be written at all). The registry outlives every communicator: a
- * handle is valid while its address is in it, and gbCommIsValid reads
+ * handle is valid while its address is in it, and gbCommEnter reads
  * nothing at an address that is not.
  *
  * The live set is a sorted array (binary search; it holds only live
@@ -87,15 +87,6 @@ int gbCommUnregister(gbComm_t c) {
   }
   pthread_mutex_unlock(&lock);
   return removed;
-}
-
-int gbCommIsValid(const struct gbComm* c) {
-  if (!c) return 0;
-  pthread_mutex_lock(&lock);
-  int ok = has(c);
-  pthread_mutex_unlock(&lock);
-  /* Registered, so its memory is live and the magic can be read. */
-  return ok && c->magic == GB_COMM_MAGIC;
 }
 
 int gbCommEnter(gbComm_t c) {
