@@ -535,16 +535,22 @@ static __device__ inline volatile gbU64* flagAt(char* flags, int member, int blo
 
 /* Each look is a read across the bus: between looks a waiting thread naps
  * briefly, so many waiting blocks leave the bus to the data. Once the flag
- * is seen, a system fence: with the barrier that follows every wait, the
+ * is seen, the acquire: with the barrier that follows every wait, the
  * block's later reads of the member's data are ordered after the flag (the
- * writer's fenceAll is the release; a volatile read alone is no acquire). */
+ * writer's release is below; a volatile read alone is no acquire). On CUDA
+ * sm_70+ a relaxed read and fence.acq_rel.sys (PTX's acquire pattern);
+ * elsewhere a full system fence. */
 static __device__ inline void spin(const gbReduceKernelArgs& a, volatile gbU64* f, gbU64 value) {
   while (*f < value && *(volatile int*)a.stop == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     __nanosleep(GB_SPIN_NAP_NS);
 #endif
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
   __threadfence_system();
+#endif
 }
 
 /* Every member read this buffer's use - 2: a member's exchanges run one
@@ -556,18 +562,36 @@ static __device__ inline void awaitRead(const gbReduceKernelArgs& a) {
   __syncthreads();
 }
 
-/* Every thread's stores are out to the system first; then the flags. */
-static __device__ inline void fenceAll() {
+/* The release, in two parts: every thread's stores are ordered before any
+ * flag of the block (blockStored), then a flag writer's own fence
+ * (releaseFlag) before its flag's store. On CUDA sm_70+ the barrier orders
+ * the block's stores before the writer's fence.acq_rel.sys, which is
+ * cumulative (as NCCL posts a step): one fence per flag, where a system
+ * fence in every thread before and after the barrier cost 3-4 us per
+ * exchange at 8 B and 4 at 1 MiB (H100, MPS, docs/PERFORMANCE.md).
+ * Elsewhere every thread fences before and after the barrier. */
+static __device__ inline void blockStored() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  __syncthreads();
+#else
   __threadfence_system();
   __syncthreads();
   __threadfence_system();
+#endif
+}
+
+static __device__ inline void releaseFlag(volatile gbU64* flag, gbU64 value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#endif
+  *flag = value;
 }
 
 /* This block staged range r: thread k sets its full flag in member k's flags. */
 static __device__ inline void tellFull(const gbReduceKernelArgs& a, int r) {
-  fenceAll();
+  blockStored();
   const int k = (int)threadIdx.x;
-  if (k < a.nsrc && k != a.me) *flagAt(a.flags[k], a.me, r, a.maxBlocks) = a.use;
+  if (k < a.nsrc && k != a.me) releaseFlag(flagAt(a.flags[k], a.me, r, a.maxBlocks), a.use);
 }
 
 /* Thread k waits until member k staged range r. */
@@ -581,9 +605,9 @@ static __device__ inline void awaitFull(const gbReduceKernelArgs& a, int r) {
  * range, the index modulo the ranges, it took), for a later exchange on
  * another stream. */
 static __device__ inline void tellDone(const gbReduceKernelArgs& a) {
-  fenceAll();
+  blockStored();
   for (int i = (int)threadIdx.x; i < a.maxBlocks; i += (int)blockDim.x)
-    if (i % a.ranges % (int)gridDim.x == (int)blockIdx.x) *(volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES) = a.use;
+    if (i % a.ranges % (int)gridDim.x == (int)blockIdx.x) releaseFlag((volatile gbU64*)(a.done + (gbU64)i * GB_FLAG_BYTES), a.use);
 }
 
 /* Element where range r of the exchange's ranges begins. */
