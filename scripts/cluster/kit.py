@@ -1,12 +1,14 @@
 """What the cluster kit's steps share (standard-library Python): options,
 finding gpubridge's tools (--bin, else PATH), launching under Slurm (srun,
-heterogeneous steps across partitions) or on this machine (gpubridge-run),
-every command under a hard time limit, and the results file (one JSON per
-kit run, each step adding its part). docs/RUNBOOK.md, section 2, says how
-an operator runs the steps.
+heterogeneous steps across partitions) or on this machine (gpubridge-run:
+simulated vendors, or this machine's GPUs with the AMD ranks on the
+emulated-AMD rig), every command under a hard time limit, and the results
+file (one JSON per kit run, each step adding its part). docs/RUNBOOK.md,
+section 2, says how an operator runs the steps.
 """
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -19,6 +21,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = "results.json"
+EMULATED_AMD = os.path.join(HERE, "emulated_amd.sh")
+# The emulated-AMD rig's libraries (tests/gpu/emulated_amd), as emulated_amd.sh names them to gpubridge.
+RIG_LIBS = ("libamdhip64.so", "libhiprtc.so", "librccl.so.1")
 
 
 def options(doc, extra=None):
@@ -34,10 +39,15 @@ def options(doc, extra=None):
     p.add_argument("--amd-partition", default="amd")
     p.add_argument("--nodes", help="NVIDIA_NODE,AMD_NODE (default: the first node of each partition in sinfo)")
     p.add_argument("--ranks", type=int, default=2, help="ranks (GPUs) per node in the island and mixed jobs (2)")
-    p.add_argument("--vendors", help="local launcher: gpubridge-run --vendors of the mixed job "
+    p.add_argument("--vendors", help="local launcher with --simulate: gpubridge-run --vendors of the mixed job "
                    "(default nvidia:RANKS,amd:RANKS)")
     p.add_argument("--simulate", action="store_true",
                    help="CPU only: GPUBRIDGE_VENDOR per partition (nvidia, amd), no --baseline")
+    p.add_argument("--emulated-amd", metavar="RIG",
+                   help="local launcher on NVIDIA GPUs: the AMD ranks run on the emulated-AMD rig in RIG "
+                   "(<build>/tests/emulated_amd: HIP, HIPRTC and RCCL served by CUDA, NVRTC and NCCL)")
+    p.add_argument("--gpus", type=int, help="local launcher on real GPUs: how many this machine has "
+                   "(default: nvidia-smi -L's count); an island gets at most one rank per GPU")
     p.add_argument("--port", type=int, default=29551, help="first port the kit's own rendezvous use (29551)")
     if extra:
         extra(p)
@@ -46,7 +56,25 @@ def options(doc, extra=None):
     os.makedirs(a.out, exist_ok=True)
     if a.launcher == "auto":
         a.launcher = "slurm" if shutil.which("sinfo") and run(["sinfo", "-h"], 15).returncode == 0 else "local"
+    check_local(a)
     return a
+
+
+def check_local(a):
+    """Refuses what would run other ranks than asked: --vendors sets GPUBRIDGE_VENDOR, which simulates
+    ranks even on a GPU; --emulated-amd needs the local launcher, real GPUs and the rig's libraries."""
+    if a.vendors and not (a.launcher == "local" and a.simulate):
+        die("--vendors simulates the ranks (GPUBRIDGE_VENDOR): give it with --launcher local --simulate")
+    if not a.emulated_amd:
+        return
+    if a.launcher != "local" or a.simulate:
+        die("--emulated-amd runs AMD ranks on this machine's NVIDIA GPUs: give it with --launcher local, "
+            "without --simulate")
+    a.emulated_amd = os.path.abspath(a.emulated_amd)
+    for lib in RIG_LIBS:
+        if not os.path.exists(os.path.join(a.emulated_amd, lib)):
+            die("--emulated-amd %s: no %s there (build the emulated-AMD rig: <build>/tests/emulated_amd)"
+                % (a.emulated_amd, lib))
 
 
 def tool(a, name):
@@ -144,10 +172,72 @@ def srun(a, components, cmd, limit_s):
     return line
 
 
-def local_env(extra):
-    env = dict(os.environ)
-    env.update(extra or {})
-    return env
+# -- jobs on this machine (the local launcher) --------------------------------
+def real_gpus(a):
+    """Local launcher on real GPUs: how many GPUs this machine's ranks share
+    (--gpus, else nvidia-smi -L's count, None where it does not answer);
+    None under Slurm or --simulate (no limit the kit knows of)."""
+    if a.launcher != "local" or a.simulate:
+        return None
+    if a.gpus is None:
+        p = run(["nvidia-smi", "-L"], 30)
+        n = sum(line.startswith("GPU ") for line in p.stdout.splitlines())
+        a.gpus = n if p.returncode == 0 and n else 0
+    return a.gpus or None
+
+
+def per_vendor(a):
+    """Ranks of each vendor in the mixed and training jobs: --ranks, or, on
+    this machine's GPUs, as many as it has GPUs where that is fewer."""
+    g = real_gpus(a)
+    return min(a.ranks, g) if g else a.ranks
+
+
+def fewer_ranks(a):
+    """Why the mixed and training jobs have fewer ranks per vendor than --ranks, or None."""
+    if per_vendor(a) == a.ranks:
+        return None
+    return ("%d rank(s) per vendor, not %d: this machine has %d GPU(s), and NCCL and RCCL refuse two ranks "
+            "of one communicator on one GPU" % (per_vendor(a), a.ranks, real_gpus(a)))
+
+
+def cannot_run(a, islands):
+    """Why a job of islands [(vendor, ranks)] cannot run on this machine, or
+    None (always None under Slurm and --simulate): an AMD rank needs the
+    emulated-AMD rig (--emulated-amd), an island at most one rank per GPU."""
+    if a.launcher != "local" or a.simulate:
+        return None
+    if any(v == "amd" for v, _ in islands) and not a.emulated_amd:
+        return "the local launcher runs AMD ranks on the emulated-AMD rig only: give --emulated-amd RIG"
+    g, big = real_gpus(a), max(n for _, n in islands)
+    if g and big > g:
+        return ("an island of %d ranks needs %d GPUs, this machine has %d (NCCL and RCCL refuse two ranks of one "
+                "communicator on one GPU)" % (big, big, g))
+    return None
+
+
+def local_job(a, comps, cmd, limit_s, base_env=None):
+    """gpubridge-run's line and environment (base_env, else this process's,
+    with the components') for a job of comps [(vendor, ranks, env)] in rank
+    order on this machine: --vendors with --simulate; else real GPUs, the
+    AMD ranks (the last components) through emulated_amd.sh when
+    --emulated-amd is given."""
+    n = sum(c[1] for c in comps)
+    env = dict(os.environ if base_env is None else base_env)
+    env.update({k: v for c in comps for k, v in c[2].items()})
+    line = [tool(a, "gpubridge-run"), "-n", str(n), "--timeout", str(limit_s)]
+    if a.simulate:
+        spec = ",".join("%s:%d" % c[:2] for c in comps)
+        line += ["--vendors", (a.vendors if len(comps) > 1 else None) or spec]
+    elif a.emulated_amd and any(c[0] == "amd" for c in comps):
+        env.update(emulated_env(a, sum(c[1] for c in itertools.takewhile(lambda c: c[0] != "amd", comps))))
+        cmd = ["sh", EMULATED_AMD] + cmd
+    return line + ["--"] + cmd, env
+
+
+def emulated_env(a, first_amd):
+    """What emulated_amd.sh reads: the rig, the first AMD rank, the GPUs."""
+    return {"GB_KIT_RIG": a.emulated_amd, "GB_KIT_AMD_FROM": str(first_amd), "GB_KIT_GPUS": str(real_gpus(a) or 1)}
 
 
 # -- the results file ---------------------------------------------------------
@@ -175,7 +265,8 @@ def save(a, results):
 
 
 def describe(a, results):
-    """Metadata every step fills in once: launcher, nodes, gpubridge's build
+    """Metadata every step fills in once: launcher, nodes, this machine's GPUs
+    and the emulated-AMD rig (local launcher), gpubridge's build
     (gpubridge-info's header lines), the GPUBRIDGE_* variables of the kit's
     environment (rank 0's, as gpubridge-perf printed them, come with the
     ladder)."""
@@ -183,6 +274,8 @@ def describe(a, results):
     results["partitions"] = {"nvidia": a.nvidia_partition, "amd": a.amd_partition}
     results["nodes"] = nodes_cached(a)
     results["simulated"] = a.simulate
+    results["emulated_amd"] = a.emulated_amd
+    results["gpus"] = real_gpus(a)
     if "gpubridge" not in results:
         p = run([tool(a, "gpubridge-info")], 30)
         build = {}

@@ -20,6 +20,15 @@ and .json (gpubridge-perf -J) and the step's part of OUT/results.json: per
 rung its command, time, exit, topology, vendor libraries, the GPUBRIDGE_*
 variables rank 0 read, and every row's figures.
 
+Without Slurm on this machine's GPUs (--launcher local), the AMD ranks run
+on the emulated-AMD rig (--emulated-amd RIG) and each island gets at most
+one rank per GPU (NCCL and RCCL refuse two ranks of one communicator on one
+GPU): a rung that cannot run here is not run, and results.json says why
+(the ladder's "skipped"), as it says why a rung ran without --baseline
+("baseline_off") or with fewer ranks than --ranks ("note"). On one GPU:
+one-gpu-nvidia, one-gpu-amd, split-nvidia (without --baseline) and mixed
+(one rank of each vendor) run.
+
     scripts/cluster/ladder.py --out DIR [--collectives all_reduce,all_gather] [-b 8 -e 256M -f 4]
 """
 import os
@@ -33,28 +42,37 @@ from perfjob import read_json  # noqa: E402
 
 def rungs(a):
     """(name, components [(vendor, ranks, env)], baseline applies, phases)."""
-    r = a.ranks
+    r, m = a.ranks, kit.per_vendor(a)
     split = {"GPUBRIDGE_SPLIT_TEST": "half"}
-    if a.launcher == "local" and not a.simulate:
-        return [("one-gpu", [("gpu", 1, {})], True, False), ("island", [("gpu", r, {})], True, False),
-                ("split", [("gpu", r, split)], True, False), ("mixed", [("nvidia", r, {}), ("amd", r, {})], False, True)]
     return [("one-gpu-nvidia", [("nvidia", 1, {})], True, False), ("one-gpu-amd", [("amd", 1, {})], True, False),
             ("island-nvidia", [("nvidia", r, {})], True, False), ("island-amd", [("amd", r, {})], True, False),
             ("split-nvidia", [("nvidia", r, split)], True, False),
-            ("mixed", [("nvidia", r, {}), ("amd", r, {})], False, True)]
+            ("mixed", [("nvidia", m, {}), ("amd", m, {})], False, True)]
+
+
+def islands(comps):
+    """A job's islands [(vendor, ranks)]: a split-test component is two islands of half its ranks."""
+    out = []
+    for vendor, n, env in comps:
+        out += [(vendor, n - n // 2), (vendor, n // 2)] if env.get("GPUBRIDGE_SPLIT_TEST") else [(vendor, n)]
+    return out
+
+
+def baseline_off(a, comps):
+    """Why a one-vendor rung on GPUs runs without --baseline, or None: the
+    vendor library alone is one communicator over every rank, so on this
+    machine's GPUs at most one rank per GPU. (--simulate has no baseline.)"""
+    n, g = sum(c[1] for c in comps), kit.real_gpus(a)
+    if g and n > g:
+        return ("NCCL or RCCL alone would put %d ranks of one communicator on %d GPU(s), which they refuse"
+                % (n, g))
+    return None
 
 
 def command(a, comps, perf, limit):
     if a.launcher == "slurm":
         return kit.srun(a, comps, perf, limit), None
-    n = sum(c[1] for c in comps)
-    env = {k: v for c in comps for k, v in c[2].items()}
-    line = [kit.tool(a, "gpubridge-run"), "-n", str(n), "--timeout", str(limit)]
-    if len(comps) > 1 or comps[0][0] == "mixed":
-        line += ["--vendors", a.vendors or ",".join("%s:%d" % c[:2] for c in comps)]
-    elif a.simulate:
-        line += ["--vendors", "%s:%d" % comps[0][:2]]
-    return line + ["--"] + perf, kit.local_env(env)
+    return kit.local_job(a, comps, perf, limit)
 
 
 def wrong(rows):
@@ -77,11 +95,17 @@ def main():
     perf = kit.tool(a, "gpubridge-perf")
     d = os.path.join(a.out, "ladder")
     os.makedirs(d, exist_ok=True)
-    step = {"ok": False, "rungs": [], "collectives": a.collectives.split(",")}
+    step = {"ok": False, "rungs": [], "skipped": [], "collectives": a.collectives.split(",")}
     results["steps"]["ladder"] = step
     for name, comps, baseline, phases in rungs(a):
         if a.only and a.only not in name:
             continue
+        why_not = kit.cannot_run(a, islands(comps))
+        if why_not:
+            step["skipped"].append({"name": name, "why": why_not})
+            print("rung %-15s not run here: %s" % (name, why_not))
+            continue
+        no_baseline = baseline_off(a, comps) if baseline else None
         for coll in step["collectives"]:
             tag = "%s-%s" % (name, coll)
             js = os.path.join(d, tag + ".json")
@@ -89,7 +113,7 @@ def main():
                 os.remove(js)
             args = [perf, coll, "-b", a.minbytes, "-e", a.maxbytes, "-f", a.stepfactor, "-n", a.iters,
                     "-w", a.warmup, "-c", "1", "-J", js]
-            use_baseline = baseline and not a.simulate
+            use_baseline = baseline and not a.simulate and not no_baseline
             args += ["--baseline"] if use_baseline else []
             args += ["--phases"] if phases else []
             line, env = command(a, comps, args, a.rung_timeout)
@@ -102,6 +126,10 @@ def main():
                                                           "split_test", "timing")},
                     "ranks": meta.get("ranks", []), "env_rank0": meta.get("env_rank0", {}),
                     "gpubridge_version": meta.get("gpubridge_version"), "rows": rows, "wrong": wrong(rows)}
+            if no_baseline:
+                rung["baseline_off"] = no_baseline
+            if name == "mixed" and kit.fewer_ranks(a):
+                rung["note"] = kit.fewer_ranks(a)
             rung["vendor_libraries"] = sorted(set(r.get("vendor_library") for r in rung["ranks"]
                                                   if r.get("vendor_library")))
             step["rungs"].append(rung)
@@ -126,7 +154,8 @@ def main():
                      big["out_of_place"]["busbw_gbps"], p.seconds))
     step["ok"] = True
     kit.save(a, results)
-    print("ladder: PASS, %d rungs" % len(step["rungs"]))
+    print("ladder: PASS, %d rungs%s" % (len(step["rungs"]), ", %d not run here (%s)" % (
+        len(step["skipped"]), ", ".join(x["name"] for x in step["skipped"])) if step["skipped"] else ""))
 
 
 if __name__ == "__main__":

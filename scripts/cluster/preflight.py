@@ -2,7 +2,8 @@
 """Step 1 of the cluster kit: `gpubridge-info --preflight` on every node at
 once (under Slurm one heterogeneous srun step, --ntasks-per-node=1 on the
 NVIDIA node and on the AMD node, each naming both as --peers; without Slurm
-on this machine alone), under a hard time limit. Writes OUT/preflight.log
+on this machine alone, and with --emulated-amd once more as an emulated AMD
+rank), under a hard time limit. Writes OUT/preflight.log
 (every node's lines, tagged by task) and the step's part of OUT/results.json
 (each node's verdict and checks). Exit 0 when every node says PASS.
 
@@ -16,6 +17,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kit  # noqa: E402
 
 LINE = re.compile(r"^(?:\s*(\d+): )?(\S+(?: \S+)?)\s+(ok|WARN|FAIL)\s+(.*)$")
+
+
+def verdicts(out):
+    """{task: {"verdict", "checks"}} from the preflight's lines, each tagged "TASK: " (srun -l) or untagged (task 0)."""
+    per = {}
+    for raw in out.splitlines():
+        m = re.match(r"^\s*(\d+): (.*)$", raw)
+        task, text = (int(m.group(1)), m.group(2)) if m else (0, raw)
+        node = per.setdefault(task, {"checks": {}, "verdict": ""})
+        if text.startswith("preflight: "):
+            node["verdict"] = text
+        c = LINE.match(text)
+        if c:
+            node["checks"][c.group(2)] = {"status": c.group(3), "text": c.group(4)}
+    return per
 
 
 def main():
@@ -34,20 +50,15 @@ def main():
         for k, vendor in enumerate(("nvidia", "amd")):
             line += ([":"] if k else []) + kit.component(a, vendor, 1, per_node=True) + cmd
         order = ["nvidia", "amd"]
+    elif a.emulated_amd:
+        line = ["sh", "-c", 'sh "$0" "$@" 2>&1 | sed "s/^/0: /"; GB_KIT_AMD_FROM=0 sh "$0" "$@" 2>&1 | sed "s/^/1: /"',
+                kit.EMULATED_AMD] + cmd  # the NVIDIA rank (emulated_env's first AMD rank is 1), then an AMD one
+        order = ["nvidia", "amd"]
     else:
         line, order = cmd, ["local"]
     log = os.path.join(a.out, "preflight.log")
-    p = kit.run(line, a.timeout, log=log)
-    per = {}
-    for raw in p.stdout.splitlines():
-        m = re.match(r"^\s*(\d+): (.*)$", raw)
-        task, text = (int(m.group(1)), m.group(2)) if m else (0, raw)
-        node = per.setdefault(task, {"checks": {}, "verdict": ""})
-        if text.startswith("preflight: "):
-            node["verdict"] = text
-        c = LINE.match(text)
-        if c:
-            node["checks"][c.group(2)] = {"status": c.group(3), "text": c.group(4)}
+    p = kit.run(line, a.timeout, env=dict(os.environ, **kit.emulated_env(a, 1)) if a.emulated_amd else None, log=log)
+    per = verdicts(p.stdout)
     nodes = {}
     for task, vendor in enumerate(order):
         node = per.get(task, {"checks": {}, "verdict": ""})

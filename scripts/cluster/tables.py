@@ -4,8 +4,9 @@ the markdown of docs/HARDWARE_VALIDATION.md: per run a section with its
 metadata (gpubridge's version and build, vendor libraries, the GPUBRIDGE_*
 variables rank 0 read, nodes, ranks and islands, the preflight's verdicts,
 the link), then tables: the ladder (every rung and size, against the vendor
-library alone where --baseline ran), the bridge time predicted against
-measured, and the training check. Prints to stdout.
+library alone where --baseline ran; then each rung not run here, or run
+without --baseline or with fewer ranks, and why), the bridge time predicted
+against measured, and the training check. Prints to stdout.
 
 Predicted bridge time: bench/scale_model.py's leader time (docs/SCALE.md:
 what gpubridge runs among L leaders for S bytes, one exchange or a ring of
@@ -54,6 +55,19 @@ def predicted_us(s, L, k, link):
     return scale_model.leader_time(L, s / k, a * 1e-6, bw * 1e9) * 1e6
 
 
+def not_run(ladder):
+    """A line per rung the ladder did not run here, ran without the vendor library alone, or ran with
+    fewer ranks, saying why (the local launcher on fewer GPUs or without AMD ones)."""
+    out = ["- rung %s: not run here: %s" % (x["name"], x["why"]) for x in ladder.get("skipped", [])]
+    seen = set()
+    for r in ladder.get("rungs", []):
+        for key, what in (("baseline_off", "no vendor library alone"), ("note", "fewer ranks")):
+            if r.get(key) and (r["name"], key) not in seen:
+                seen.add((r["name"], key))
+                out.append("- rung %s: %s: %s" % (r["name"], what, r[key]))
+    return out
+
+
 def section(res, path):
     out = []
     gb = res.get("gpubridge", {})
@@ -69,6 +83,9 @@ def section(res, path):
     out.append("- results file: `%s`; launcher %s" % (path, res.get("launcher")))
     out.append("- gpubridge: %s; compiler %s; tools in `%s`" % (build.get("library", gb.get("version")),
                                                                build.get("compiler", "?"), gb.get("bin")))
+    if res.get("emulated_amd"):
+        out.append("- AMD ranks: emulated, on this machine's %s NVIDIA GPU(s) (rig `%s`: HIP, HIPRTC and RCCL "
+                   "served by CUDA, NVRTC and NCCL)" % (res.get("gpus") or "?", res["emulated_amd"]))
     libs = sorted(set(l for r in rungs for l in r.get("vendor_libraries", [])))
     out.append("- vendor libraries: %s" % (", ".join(libs) or "none (simulated ranks)"))
     env = top.get("env_rank0") or res.get("environment") or {}
@@ -99,6 +116,8 @@ def section(res, path):
                 o.get("wrong", 0) + i.get("wrong", 0), fmt(bo.get("time_us")), fmt(bo.get("busbw_gbps"), 3),
                 fmt(ratio, 2)))
     out.append("")
+    notes = not_run(res.get("steps", {}).get("ladder", {}))
+    out += notes + ([""] if notes else [])
     ar = [r for r in mixed if r["collective"] == "all_reduce"]
     if ar:
         r = ar[0]
@@ -124,9 +143,12 @@ def section(res, path):
                                                       fmt(o["time_us"])))
         out.append("")
     tr = res.get("steps", {}).get("train", {})
+    if tr.get("skipped"):
+        out += ["Training: not run here: %s." % tr["skipped"], ""]
     if tr.get("runs"):
         out.append("Training (tests/gpu/train_job.py, torch %s, %s steps), rank 0's loss against the "
-                   "single-vendor reference (tolerance %g):" % (tr.get("torch"), tr.get("steps"), tr.get("rtol")))
+                   "single-vendor reference (tolerance %g)%s:" % (tr.get("torch"), tr.get("steps"), tr.get("rtol"),
+                                                                 "; " + tr["note"] if tr.get("note") else ""))
         out.append("")
         out.append("| run | world | first loss | last loss | max relative difference | time (s) |")
         out.append("| --- | ---: | ---: | ---: | ---: | ---: |")

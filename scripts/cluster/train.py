@@ -11,8 +11,12 @@ checked collectives first) runs
   - under FSDP2 (fully_shard) the same way, where this torch has it;
 and tests/gpu/compare_losses.py compares rank 0's loss at every step with
 the reference's (--rtol). Each run under a hard time limit; on --simulate
-CPU tensors (--device cpu). Writes OUT/train/*.txt and the step's part of
-OUT/results.json (the curves, the comparison, torch's version).
+CPU tensors (--device cpu). Without Slurm on this machine's GPUs, the AMD
+ranks run on the emulated-AMD rig (--emulated-amd RIG) and each vendor gets
+at most one rank per GPU (with one GPU: a world of 2, the reference playing
+2 ranks); results.json's "note" says so. Writes OUT/train/*.txt and the
+step's part of OUT/results.json (the curves, the comparison, torch's
+version).
 
     scripts/cluster/train.py --out DIR [--python python3] [--steps 20] [--width 2048] [--rtol 1e-5]
 """
@@ -60,22 +64,29 @@ def main():
     step["fsdp2"] = fsdp
     job = [a.python, JOB, "--backend", "gpubridge", "--steps", str(a.steps), "--width", str(a.width),
            "--device", "cpu" if a.simulate else "cuda"]
-    world = 2 * a.ranks
+    per = kit.per_vendor(a)
+    if kit.fewer_ranks(a):
+        step["note"] = kit.fewer_ranks(a)
+    why_not = kit.cannot_run(a, [("nvidia", per), ("amd", per)])
+    if why_not:
+        step.update(ok=True, skipped=why_not)
+        kit.save(a, results)
+        print("train: not run here: %s" % why_not)
+        return
+    world = 2 * per
     runs = [("reference", [("nvidia", 1)], ["--plays", str(world)])]
-    runs += [("ddp", [("nvidia", a.ranks), ("amd", a.ranks)], [])]
-    runs += [("fsdp", [("nvidia", a.ranks), ("amd", a.ranks)], ["--fsdp"])] if fsdp else []
+    runs += [("ddp", [("nvidia", per), ("amd", per)], [])]
+    runs += [("fsdp", [("nvidia", per), ("amd", per)], ["--fsdp"])] if fsdp else []
     if a.launcher == "slurm":
         env["MASTER_ADDR"] = kit.nodes_cached(a)["nvidia"]
         env["MASTER_PORT"] = str(a.port + 2)
     for name, comps, flags in runs:
         if a.launcher == "slurm":
-            line = kit.srun(a, [(v, n, {}) for v, n in comps], ["sh", WRAP] + job + flags, a.timeout)
+            line, run_env = kit.srun(a, [(v, n, {}) for v, n in comps], ["sh", WRAP] + job + flags, a.timeout), env
         else:
-            vendors = ",".join("%s:%d" % c for c in comps)
-            line = [kit.tool(a, "gpubridge-run"), "-n", str(sum(n for _, n in comps)), "--timeout", str(a.timeout)]
-            line += (["--vendors", vendors] if a.simulate or len(comps) > 1 else []) + ["--"] + job + flags
+            line, run_env = kit.local_job(a, [(v, n, {}) for v, n in comps], job + flags, a.timeout, env)
         out = os.path.join(d, name + ".txt")
-        p = kit.run(line, a.timeout, env=env, log=out)
+        p = kit.run(line, a.timeout, env=run_env, log=out)
         curve = {int(m.group(2)): float(m.group(3)) for m in CURVE.finditer(p.stdout)}
         step["runs"][name] = {"exit": p.returncode, "seconds": round(p.seconds, 2), "command": " ".join(line),
                               "log": "train/%s.txt" % name, "world": sum(n for _, n in comps),

@@ -10,14 +10,19 @@ job over both nodes (2 islands, ranks on gbn1 and gbn2), the metadata
 verdicts of both nodes, the link's figures), the training runs against the
 reference; and that tables.py prints a ladder row per rung and size, a
 bridge row per size and a training row per run. Then nothing of the
-cluster may remain.
+cluster may remain. Also the local launcher's plan for one NVIDIA GPU
+(--gpus 1), which needs no GPU to check: the ladder does not run a rung
+whose island needs more GPUs, nor one with AMD ranks without
+--emulated-amd, and results.json says why.
 
 Needs root (namespaces), slurm-wlm + munge (as test_slurm) and torch (the
 training check); skips, saying why, only where the rig cannot run here.
 """
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -99,6 +104,26 @@ def check_tables(suite, text):
                 "tables: training rows and the metadata lines", text[:3000])
 
 
+def check_one_gpu_plan(suite):
+    rig = os.path.join(BUILD, "tests", "emulated_amd")
+    two = "needs 2 GPUs"
+    cases = ((["--emulated-amd", rig, "--only", "island"], {"island-nvidia": two, "island-amd": two}),
+             (["--only", "mixed"], {"mixed": "--emulated-amd RIG"}))
+    for args, want in cases:
+        with tempfile.TemporaryDirectory() as d:
+            cmd = [sys.executable, os.path.join(KIT, "ladder.py"), "--out", d, "--bin", os.path.join(BUILD, "bin"),
+                   "--launcher", "local", "--gpus", "1"] + args
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=harness.scaled(60), env=job_env())
+            path = os.path.join(d, "results.json")
+            step = json.load(open(path))["steps"]["ladder"] if os.path.exists(path) else {}
+        got = {x["name"]: x["why"] for x in step.get("skipped", [])}
+        suite.check(p.returncode == 0 and step.get("rungs") == [] and sorted(got) == sorted(want) and
+                    all(want[n] in got[n] for n in want),
+                    "one GPU, local launcher, %s: not run, with the reason (%s)" % (" ".join(args[-2:]),
+                                                                                  ", ".join(want)),
+                    "rc %d\n%s\n%s" % (p.returncode, p.stdout[-2000:], json.dumps(step)[:2000]))
+
+
 def run_kit(suite, c):
     out = os.path.join(c.dir, "kit")
     cmd = [sys.executable, os.path.join(KIT, "run.py"), "--out", out, "--bin", os.path.join(BUILD, "bin"),
@@ -119,6 +144,7 @@ def run_kit(suite, c):
     tables = os.path.join(out, "tables.md")
     text = open(tables).read() if os.path.exists(tables) else ""
     check_tables(suite, text)
+    check_one_gpu_plan(suite)
 
 
 def main():
