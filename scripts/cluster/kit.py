@@ -175,15 +175,23 @@ def srun(a, components, cmd, limit_s):
 # -- jobs on this machine (the local launcher) --------------------------------
 def real_gpus(a):
     """Local launcher on real GPUs: how many GPUs this machine's ranks share
-    (--gpus, else nvidia-smi -L's count, None where it does not answer);
-    None under Slurm or --simulate (no limit the kit knows of)."""
+    (--gpus, else CUDA_VISIBLE_DEVICES's count where it is set, else
+    nvidia-smi -L's); None under Slurm or --simulate (no limit the kit knows
+    of). Stops the kit when it cannot tell."""
     if a.launcher != "local" or a.simulate:
         return None
     if a.gpus is None:
-        p = run(["nvidia-smi", "-L"], 30)
-        n = sum(line.startswith("GPU ") for line in p.stdout.splitlines())
-        a.gpus = n if p.returncode == 0 and n else 0
-    return a.gpus or None
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            a.gpus = len([d for d in visible.split(",") if d.strip()])
+        else:
+            p = run(["nvidia-smi", "-L"], 30)
+            a.gpus = sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
+        if not a.gpus:
+            die("the local launcher on real GPUs runs on this machine's NVIDIA GPUs (the AMD ranks on the "
+                "emulated-AMD rig), and it found none (CUDA_VISIBLE_DEVICES, nvidia-smi -L): give --gpus N, "
+                "--simulate, or run on the cluster (--launcher slurm)")
+    return a.gpus
 
 
 def per_vendor(a):
@@ -216,28 +224,28 @@ def cannot_run(a, islands):
     return None
 
 
-def local_job(a, comps, cmd, limit_s, base_env=None):
+def local_job(a, comps, cmd, limit_s, base_env=None, vendors=None):
     """gpubridge-run's line and environment (base_env, else this process's,
     with the components') for a job of comps [(vendor, ranks, env)] in rank
-    order on this machine: --vendors with --simulate; else real GPUs, the
-    AMD ranks (the last components) through emulated_amd.sh when
-    --emulated-amd is given."""
+    order on this machine: --vendors (vendors, else the components') with
+    --simulate; else real GPUs, each rank through emulated_amd.sh (GPU
+    LOCAL_RANK modulo the GPUs; the AMD ranks, the last components, on the
+    emulated-AMD rig)."""
     n = sum(c[1] for c in comps)
     env = dict(os.environ if base_env is None else base_env)
     env.update({k: v for c in comps for k, v in c[2].items()})
     line = [tool(a, "gpubridge-run"), "-n", str(n), "--timeout", str(limit_s)]
     if a.simulate:
-        spec = ",".join("%s:%d" % c[:2] for c in comps)
-        line += ["--vendors", (a.vendors if len(comps) > 1 else None) or spec]
-    elif a.emulated_amd and any(c[0] == "amd" for c in comps):
+        line += ["--vendors", vendors or ",".join("%s:%d" % c[:2] for c in comps)]
+    else:
         env.update(emulated_env(a, sum(c[1] for c in itertools.takewhile(lambda c: c[0] != "amd", comps))))
         cmd = ["sh", EMULATED_AMD] + cmd
     return line + ["--"] + cmd, env
 
 
 def emulated_env(a, first_amd):
-    """What emulated_amd.sh reads: the rig, the first AMD rank, the GPUs."""
-    return {"GB_KIT_RIG": a.emulated_amd, "GB_KIT_AMD_FROM": str(first_amd), "GB_KIT_GPUS": str(real_gpus(a) or 1)}
+    """What emulated_amd.sh reads: the rig (if any), the first AMD rank, the GPUs."""
+    return {"GB_KIT_RIG": a.emulated_amd or "", "GB_KIT_AMD_FROM": str(first_amd), "GB_KIT_GPUS": str(real_gpus(a))}
 
 
 # -- the results file ---------------------------------------------------------

@@ -72,7 +72,7 @@ def baseline_off(a, comps):
 def command(a, comps, perf, limit):
     if a.launcher == "slurm":
         return kit.srun(a, comps, perf, limit), None
-    return kit.local_job(a, comps, perf, limit)
+    return kit.local_job(a, comps, perf, limit, vendors=a.vendors if len(comps) > 1 else None)
 
 
 def wrong(rows):

@@ -11,6 +11,7 @@ rank), under a hard time limit. Writes OUT/preflight.log
 """
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,6 +35,27 @@ def verdicts(out):
     return per
 
 
+
+def emulated_twice(a, cmd, log):
+    """The preflight on this machine as an NVIDIA rank, then as an emulated
+    AMD rank (emulated_amd.sh), each under the step's limit: (one result with
+    both runs' lines tagged "0: " and "1: " and the first failed exit, the
+    command line, the order of the runs' vendors)."""
+    line = ["sh", kit.EMULATED_AMD] + cmd
+    out, rc, seconds = [], 0, 0.0
+    for task, first_amd in enumerate((1, 0)):  # rank 0 of a job whose AMD ranks begin at first_amd
+        env = dict(os.environ, RANK="0", LOCAL_RANK="0", **kit.emulated_env(a, first_amd))
+        p = kit.run(line, a.timeout, env=env)
+        out += ["%d: %s" % (task, text) for text in p.stdout.splitlines()]
+        rc = rc or p.returncode
+        seconds += p.seconds
+    with open(log, "w") as f:
+        f.write("$ %s (as NVIDIA rank 0, then as an emulated AMD rank 0)\n%s\n(exit %d after %.1f s)\n"
+                % (" ".join(line), "\n".join(out), rc, seconds))
+    res = subprocess.CompletedProcess(line, rc, "\n".join(out) + "\n")
+    res.seconds = seconds
+    return res, line, ["nvidia", "amd"]
+
 def main():
     def extra(p):
         p.add_argument("--wait", type=int, default=60, help="--wait of the preflight: seconds to reach the peers")
@@ -50,14 +72,13 @@ def main():
         for k, vendor in enumerate(("nvidia", "amd")):
             line += ([":"] if k else []) + kit.component(a, vendor, 1, per_node=True) + cmd
         order = ["nvidia", "amd"]
-    elif a.emulated_amd:
-        line = ["sh", "-c", 'sh "$0" "$@" 2>&1 | sed "s/^/0: /"; GB_KIT_AMD_FROM=0 sh "$0" "$@" 2>&1 | sed "s/^/1: /"',
-                kit.EMULATED_AMD] + cmd  # the NVIDIA rank (emulated_env's first AMD rank is 1), then an AMD one
-        order = ["nvidia", "amd"]
     else:
         line, order = cmd, ["local"]
     log = os.path.join(a.out, "preflight.log")
-    p = kit.run(line, a.timeout, env=dict(os.environ, **kit.emulated_env(a, 1)) if a.emulated_amd else None, log=log)
+    if a.emulated_amd:
+        p, line, order = emulated_twice(a, cmd, log)
+    else:
+        p = kit.run(line, a.timeout, log=log)
     per = verdicts(p.stdout)
     nodes = {}
     for task, vendor in enumerate(order):
