@@ -47,7 +47,8 @@ def options(doc, extra=None):
                    help="local launcher on NVIDIA GPUs: the AMD ranks run on the emulated-AMD rig in RIG "
                    "(<build>/tests/emulated_amd: HIP, HIPRTC and RCCL served by CUDA, NVRTC and NCCL)")
     p.add_argument("--gpus", type=int, help="local launcher on real GPUs: how many this machine has "
-                   "(default: nvidia-smi -L's count); an island gets at most one rank per GPU")
+                   "(default: CUDA_VISIBLE_DEVICES's count, else nvidia-smi -L's); an island gets at most one rank "
+                   "per GPU, and rank LOCAL_RANK takes GPU LOCAL_RANK modulo N")
     p.add_argument("--port", type=int, default=29551, help="first port the kit's own rendezvous use (29551)")
     if extra:
         extra(p)
