@@ -96,6 +96,7 @@ def main():
     d = os.path.join(a.out, "ladder")
     os.makedirs(d, exist_ok=True)
     step = {"ok": False, "rungs": [], "skipped": [], "collectives": a.collectives.split(",")}
+    fewer = kit.fewer_ranks(a)
     results["steps"]["ladder"] = step
     for name, comps, baseline, phases in rungs(a):
         if a.only and a.only not in name:
@@ -128,8 +129,8 @@ def main():
                     "gpubridge_version": meta.get("gpubridge_version"), "rows": rows, "wrong": wrong(rows)}
             if no_baseline:
                 rung["baseline_off"] = no_baseline
-            if name == "mixed" and kit.fewer_ranks(a):
-                rung["note"] = kit.fewer_ranks(a)
+            if name == "mixed" and fewer:
+                rung["note"] = fewer
             rung["vendor_libraries"] = sorted(set(r.get("vendor_library") for r in rung["ranks"]
                                                   if r.get("vendor_library")))
             step["rungs"].append(rung)

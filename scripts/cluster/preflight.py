@@ -35,7 +35,6 @@ def verdicts(out):
     return per
 
 
-
 def emulated_twice(a, cmd, log):
     """The preflight on this machine as an NVIDIA rank, then as an emulated
     AMD rank (emulated_amd.sh), each under the step's limit: (one result with
@@ -55,6 +54,7 @@ def emulated_twice(a, cmd, log):
     res = subprocess.CompletedProcess(line, rc, "\n".join(out) + "\n")
     res.seconds = seconds
     return res, line, ["nvidia", "amd"]
+
 
 def main():
     def extra(p):

@@ -64,9 +64,9 @@ def main():
     step["fsdp2"] = fsdp
     job = [a.python, JOB, "--backend", "gpubridge", "--steps", str(a.steps), "--width", str(a.width),
            "--device", "cpu" if a.simulate else "cuda"]
-    per = kit.per_vendor(a)
-    if kit.fewer_ranks(a):
-        step["note"] = kit.fewer_ranks(a)
+    per, fewer = kit.per_vendor(a), kit.fewer_ranks(a)
+    if fewer:
+        step["note"] = fewer
     why_not = kit.cannot_run(a, [("nvidia", per), ("amd", per)])
     if why_not:
         step.update(ok=True, skipped=why_not)
