@@ -15,7 +15,9 @@ ranks; else 1) carrying S / k, alpha_hop and B_link as the kit's link step
 measured them (one TCP stream between the
 nodes: the bytes over the measured link bandwidth, not a model of
 gpubridge's own stages). Measured: rank 0's bridge phase (gpubridge-perf
---phases, out of place) in the mixed rung.
+--phases, out of place) in the mixed rung. Where every rank ran on one host
+(the local launcher on one machine) no byte crosses a link: the table says so
+and predicts nothing.
 
     scripts/cluster/tables.py OUT/results.json [MORE/results.json ...]
 """
@@ -126,18 +128,26 @@ def section(res, path):
         for rk in r.get("ranks", []):
             counts[rk.get("island")] = counts.get(rk.get("island"), 0) + 1
         k = min(counts.values()) if r["topology"].get("policy") == "split-rail" and counts else 1
+        hosts = sorted(set(rk.get("host", "?") for rk in r.get("ranks", [])))
+        one_host = len(hosts) == 1
         out.append("Bridge time of the mixed all_reduce, rank 0 (L = %d islands, k = %d rails, policy %s): "
                    "predicted = bench/scale_model.py's leader time for S / k bytes (what gpubridge runs among "
                    "the leaders: one exchange, or a ring of 2(L-1) steps) with the link step's alpha_hop and "
                    "B_link (bytes over the measured TCP bandwidth), measured = gpubridge-perf --phases' "
                    "bridge phase." % (L, k, r["topology"].get("policy")))
+        if one_host:
+            out.append("")
+            out.append("Every rank ran on one host (%s): the leaders hand chunks over in that host's shared "
+                       "memory (the streams do it, the proxy's bridge step only watches), so no byte crosses a "
+                       "link, the bridge phase is not the bridge's time, and no prediction (leaders on separate "
+                       "nodes) applies." % hosts[0])
         out.append("")
         out.append("| size | measured bridge (us) | predicted (us) | measured / predicted | call time (us) |")
         out.append("| ---: | ---: | ---: | ---: | ---: |")
         for row in r.get("rows", []):
             o = row["out_of_place"]
             m = (o.get("phases") or {}).get("bridge_us")
-            pr = predicted_us(row["size_bytes"], L, k, link)
+            pr = None if one_host else predicted_us(row["size_bytes"], L, k, link)
             out.append("| %s | %s | %s | %s | %s |" % (size(row["size_bytes"]), fmt(m), fmt(pr),
                                                       fmt(m / pr if m is not None and pr else None, 2),
                                                       fmt(o["time_us"])))
