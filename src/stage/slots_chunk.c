@@ -82,7 +82,7 @@ static char* encodedAt(gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStag
 /* My part into the slot, on the copy stream (compressed: my own block too). */
 static gbResult_t copyOut(gbSharedSlots_t* sh, const gbStageWork_t* w, const gbStageSlot_t* s) {
   size_t bytes = gbStageWireBytes(w);
-  if (!w->stageOut) return gbSuccess;
+  if (!w->stageOut || gbSharedSendsInput(sh, w)) return gbSuccess;
   gbResult_t res = gbSuccess;
   char* first = encodedAt(sh, w, s, &res);
   GB_CHECK(res);

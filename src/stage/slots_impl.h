@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/wire.h"
+#include "net/net.h"
 #include "plan/sizes.h"
 #include "stage/stage.h"
 
@@ -224,6 +226,13 @@ gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int wh
 gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out);
 /* Remote: the moves of a staged chunk (slots_remote.c). */
 gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStageSlot_t* s, const gbProxyOp_t* tag);
+/* Remote, on the host device, uncompressed, over a transport that moves any
+ * memory as it is (no memRegister: TCP): my part leaves straight from my
+ * input, which is host memory, and is never copied into my slot (a CPU copy
+ * for nothing; the staged flag still orders the send after the input). */
+static inline int gbSharedSendsInput(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
+  return sh->remote && sh->ctx.dev->hostMemory && w->wire == GB_WIRE_PLAIN && sh->net && !sh->net->memRegister;
+}
 /* Whether a part holds a block for each member (reduce-scatter, all-to-all). */
 static inline int gbSharedBlockPerMember(gbColl_t coll) {
   return coll == GB_COLL_REDUCESCATTER || coll == GB_COLL_ALLTOALL;
