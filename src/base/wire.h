@@ -47,6 +47,10 @@ void gbWireEncode(void* dst, const void* src, size_t count, gbDataType_t dt, int
  * part. */
 void gbWireFold(void* dst, const void* const* src, int n, size_t count, gbDataType_t dt, int wire, int divisor);
 
+/* Tests: 1 keeps the host codec to its portable loops (where the CPU has
+ * AVX-512, base/wire_avx512.c's run otherwise), 0 lifts that. */
+void gbWirePortableOnly(int on);
+
 /* One element's round trip, for tests and the docs' error bound: x as the
  * wire carries it (fp8: with the scale exponent k of its block). */
 float gbWireBf16(float x);

@@ -1,0 +1,126 @@
+/* The fp8 wire's encoder and fold in AVX-512 intrinsics (base/wire_avx512.h).
+ * The build targets plain x86-64, so these functions carry their own target
+ * and base/wire.c calls them only where the CPU reports AVX-512 F, BW and VL.
+ * Their bits are the portable loops' (base/wire.c, whose comments give the
+ * arithmetic); tests/unit/test_base_wire.c runs its checks on both. */
+#include "base/wire_avx512.h"
+
+#include "base/wire.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+int gbWireAvx512Usable(void) {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+/* ------------------------------------------------------------------ fold */
+
+/* A code's value (sign cleared) as bfloat16 bits, which hold every e4m3
+ * value exactly: exponent e >= 1 and mantissa m give (e + 120) << 7 | m << 4,
+ * which is code << 4 plus 120 << 7; the subnormals m * 2^-9 are spelt out;
+ * 0x7e (infinity on this wire) and 0x7f (NaN) end the table. */
+#define ROW(e) \
+  ((e) + 120) << 7, (((e) + 120) << 7) | 0x10, (((e) + 120) << 7) | 0x20, (((e) + 120) << 7) | 0x30, \
+      (((e) + 120) << 7) | 0x40, (((e) + 120) << 7) | 0x50, (((e) + 120) << 7) | 0x60, (((e) + 120) << 7) | 0x70
+static const uint16_t kE4m3Bf16[128] __attribute__((aligned(64))) = {
+    0, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60, /* 0, 2^-9, 2^-8, 1.5 * 2^-8, 2^-7 .. 1.75 * 2^-7 */
+    ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6), ROW(7), ROW(8), ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14),
+    (15 + 120) << 7, ((15 + 120) << 7) | 0x10, ((15 + 120) << 7) | 0x20, ((15 + 120) << 7) | 0x30,
+    ((15 + 120) << 7) | 0x40, ((15 + 120) << 7) | 0x50, 0x7f80, 0x7fc0};
+#undef ROW
+
+/* 32 codes a step: two word permutes look their values up (the table's 128
+ * words in four registers), the sign goes on, each half widens to float
+ * (bfloat16 bits << 16) and takes its block's scale: exact, as the portable
+ * decode is; a NaN keeps its bits through the multiply. */
+AVX512 void gbWireFoldFp8Avx512(float* acc, const int32_t* ks, const uint8_t* codes, size_t n, int first) {
+  const __m512i t0 = _mm512_load_si512(kE4m3Bf16), t1 = _mm512_load_si512(kE4m3Bf16 + 32);
+  const __m512i t2 = _mm512_load_si512(kE4m3Bf16 + 64), t3 = _mm512_load_si512(kE4m3Bf16 + 96);
+  const __m512i signBit = _mm512_set1_epi16((short)0x8000), bit6 = _mm512_set1_epi16(0x40);
+  _Static_assert(GB_WIRE_FP8_BLOCK % 32 == 0, "a step of 32 codes lies in one block");
+  for (size_t j = 0; j < n; j += 32) {
+    size_t left = n - j;
+    __mmask32 m = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
+    __mmask16 m0 = (__mmask16)m, m1 = (__mmask16)(m >> 16);
+    __m512 scale = _mm512_castsi512_ps(_mm512_set1_epi32((ks[j / GB_WIRE_FP8_BLOCK] + 127) << 23));
+    __m512i c = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, codes + j));
+    __m512i low = _mm512_permutex2var_epi16(t0, c, t1), high = _mm512_permutex2var_epi16(t2, c, t3);
+    __m512i w = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, bit6), low, high);
+    w = _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(c, 8), signBit, 0xf8); /* w | (c << 8 & sign) */
+    __m512i w0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16);
+    __m512i w1 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16);
+    __m512 v0 = _mm512_mul_ps(_mm512_castsi512_ps(w0), scale), v1 = _mm512_mul_ps(_mm512_castsi512_ps(w1), scale);
+    if (!first) {
+      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, acc + j), v0);
+      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, acc + j + 16), v1);
+    }
+    _mm512_mask_storeu_ps(acc + j, m0, v0);
+    _mm512_mask_storeu_ps(acc + j + 16, m1, v1);
+  }
+}
+
+/* ---------------------------------------------------------------- encode */
+
+AVX512 static inline __mmask16 leftMask(size_t left) {
+  return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* Per block: the largest finite magnitude (a masked max of the bits), its
+ * exponent k, then per element base/wire.c's toFp8: v = |x| / 2^k; from
+ * 2^-6 on its top bits rounded to nearest even, below v * 2^9 rounded by
+ * adding 2^23; NaN and infinity (looked for only in a block that has one). */
+AVX512 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src, size_t count) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i half = _mm512_set1_epi32(0x7ffff), one = _mm512_set1_epi32(1);
+  const __m512i rebias = _mm512_set1_epi32((127 - 7) << 3), minNormal = _mm512_set1_epi32(0x3c800000);
+  const __m512i round = _mm512_set1_epi32(0x4b000000), signBit = _mm512_set1_epi32(0x80);
+  const __m512 subScale = _mm512_set1_ps(512.0f), roundF = _mm512_set1_ps(8388608.0f);
+  for (size_t b = 0, at = 0; at < count; b++, at += GB_WIRE_FP8_BLOCK) {
+    size_t n = count - at < GB_WIRE_FP8_BLOCK ? count - at : GB_WIRE_FP8_BLOCK;
+    const float* x = src + at;
+    __m512i max = _mm512_setzero_si512();
+    __mmask16 special = 0;
+    for (size_t i = 0; i < n; i += 16) {
+      __mmask16 m = leftMask(n - i);
+      __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, x + i), magnitude);
+      __mmask16 finite = _mm512_cmplt_epi32_mask(a, inf);
+      special |= (__mmask16)(~finite & m);
+      max = _mm512_mask_max_epi32(max, finite, max, a);
+    }
+    int e = _mm512_reduce_max_epi32(max) >> 23;
+    int k = e - 134 < -126 ? -126 : e - 134; /* base/wire.c's gbWireFp8Exponent */
+    ks[b] = k;
+    __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((127 - k) << 23));
+    for (size_t i = 0; i < n; i += 16) {
+      __mmask16 m = leftMask(n - i);
+      __m512i bits = _mm512_maskz_loadu_epi32(m, x + i);
+      __m512i v = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(bits), inv)), magnitude);
+      __m512i odd = _mm512_and_si512(_mm512_srli_epi32(v, 20), one);
+      __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, half), odd), 20), rebias);
+      __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(v), subScale, roundF)), round);
+      code = _mm512_mask_mov_epi32(code, _mm512_cmplt_epu32_mask(v, minNormal), sub);
+      if (special) {
+        code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(v, inf), _mm512_set1_epi32(0x7f));
+        code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(v, inf), _mm512_set1_epi32(GB_WIRE_FP8_INF));
+      }
+      code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), signBit, 0xf8); /* code | (x >> 24 & 0x80) */
+      _mm_mask_storeu_epi8(codes + at + i, m, _mm512_cvtepi32_epi8(code));
+    }
+  }
+}
+
+#else
+
+int gbWireAvx512Usable(void) { return 0; }
+void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src, size_t count) {
+  (void)ks, (void)codes, (void)src, (void)count;
+}
+void gbWireFoldFp8Avx512(float* acc, const int32_t* ks, const uint8_t* codes, size_t n, int first) {
+  (void)acc, (void)ks, (void)codes, (void)n, (void)first;
+}
+
+#endif
