@@ -21,7 +21,7 @@ import torch
 from . import _interrupt, _lib, _tensors as T
 from ._lib import Error
 from ._tensors import Unsupported
-from ._work import Watcher, Work, completed_work
+from ._work import Events, Watcher, Work, completed_work
 
 _live = weakref.WeakSet()
 
@@ -54,6 +54,14 @@ def _cuda_device(*groups):
     return None
 
 
+def _flat(items):
+    """The tensors in a Work's result (lists nest: gather's is [outputs])."""
+    out = []
+    for x in items:
+        out.extend(_flat(x) if isinstance(x, (list, tuple)) else [x])
+    return out
+
+
 class _StreamChoice:
     """Communicator.on_current_stream's context (a class: it runs on every synchronous call)."""
     __slots__ = ("tls", "yes", "before")
@@ -71,7 +79,7 @@ class _StreamChoice:
 
 
 class Communicator:
-    """Owns one gbComm_t, its stream and its watcher thread."""
+    """Owns one gbComm_t, its stream, and what sees its Works finish (_work.py)."""
 
     before_submit = None  # called before every launch (the backend's held send/recv, _p2p.py)
     _observer_hub = None  # observers of observe() (_observe.py)
@@ -88,10 +96,13 @@ class Communicator:
         self._free_lock = threading.Lock()
         self._freed = False  # gbCommDestroy or gbCommAbort was called
         self._cuda_stream = None
+        self._future_streams = {}  # device: the stream GPU Works' futures record on
+        self.future_lock = threading.Lock()  # the making of GPU Works' futures (not the call lock)
+        self._end_error = None  # after an abort: what every GPU Work reports
         self._tls = threading.local()  # .current: on_current_stream() is in force on this thread
         if self.run_kind == "real":
             self._stream = None
-            self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_cuda)
+            self._watcher = Events()
         else:
             self._stream = _lib.stream_create()
             self._watcher = Watcher("gpubridge-watch-%d" % self.rank, self._sync_host)
@@ -185,6 +196,8 @@ class Communicator:
         # A stuck watcher, or a finalize that timed out on a live communicator
         # (gbCommDestroy would wait once more): abort instead.
         if res is None or (res == _lib.TIMEOUT and not self._failed()):
+            self._end_error = Error(_lib.TIMEOUT, "the communicator (rank %d of %d) was aborted: its work did "
+                                    "not finish at destroy" % (self.rank, self.size))
             _lib.comm_abort(self.handle)
         else:
             _lib.comm_destroy(self.handle)
@@ -215,6 +228,8 @@ class Communicator:
             if self._freed:
                 return
             self._freed = True
+            self._end_error = Error(_lib.INVALID_USAGE, "the communicator (rank %d of %d) was aborted"
+                                    % (self.rank, self.size))
         _interrupt.abort_quietly(self.handle)
         self._watcher.stop(self.timeout_s + 60)
 
@@ -235,14 +250,22 @@ class Communicator:
     def _sync_host(self, batch):
         _lib.stream_synchronize(self._stream)
 
-    def _sync_cuda(self, batch):
-        # Each Work's own event: a batch's calls may have gone on two streams
-        # (the communicator's and a caller's current one).
-        for w in batch:
-            w._event.synchronize()
-        err = _lib.comm_get_async_error(self.handle)
-        if err not in (_lib.SUCCESS, _lib.IN_PROGRESS):
-            raise Error(err, _lib.get_last_error(self.handle))
+    def async_error(self):
+        """The communicator's failure as an Error, None while it works (GPU
+        Works report it); after an abort, the abort."""
+        with self._free_lock:
+            if self._freed:
+                return self._end_error
+            err = _lib.comm_get_async_error(self.handle)
+            if err in (_lib.SUCCESS, _lib.IN_PROGRESS):
+                return None
+            return Error(err, _lib.get_last_error(self.handle))
+
+    def future_stream(self, device):
+        """The stream on device that GPU Works' futures record on (made once; under future_lock)."""
+        if device not in self._future_streams:
+            self._future_streams[device] = torch.cuda.Stream(device=device)
+        return self._future_streams[device]
 
     # ------------------------------------------------------------ issuing
 
@@ -269,8 +292,8 @@ class Communicator:
             self._check_live(call)
             if kind == "cuda":
                 # The tensors' device's current stream: the calling thread's
-                # current device may be another (a future's callback runs
-                # on the watcher thread).
+                # current device may be another (a future's callback may
+                # run on another thread).
                 cur = torch.cuda.current_stream(_cuda_device(keep, result))
                 on_cur = getattr(self._tls, "current", False)
                 s = cur if on_cur else self._own_stream(cur)
@@ -281,11 +304,11 @@ class Communicator:
                             fn()
                 ev = torch.cuda.Event()
                 ev.record(s)
-                if not on_cur:
-                    for t in keep:
+                if not on_cur:  # the caching allocator keeps them until s is past this call
+                    for t in list(keep) + list(scalars) + (_flat(result) if post else []):
                         if isinstance(t, torch.Tensor) and t.is_cuda:
                             t.record_stream(s)
-                work = Work(self, call, result, list(keep) + list(scalars), (), ev, blocking, on_cur)
+                work = Work(self, call, result, list(keep) + list(scalars), (), ev, blocking, on_cur, s)
             else:
                 launch(self._stream)
                 work = Work(self, call, result, list(keep) + list(scalars), post)
@@ -506,9 +529,11 @@ def destroy_all():
     """Frees every live communicator of this process (at exit); destroy and abort remove its observers first."""
     for c in list(_live):
         try:
-            if c._watcher.pending():
+            # A host Work not yet picked up by the watcher is stuck; a GPU call
+            # still running is only not done yet: destroy waits for it (bounded).
+            if c.run_kind != "real" and c._watcher.pending():
                 c.abort()
             else:
                 c.destroy()
-        except Error:
+        except Exception:  # at exit: the next communicator still goes
             pass

@@ -1,4 +1,4 @@
-"""Work objects and the thread that sees them finish.
+"""Work objects, and what sees them finish.
 
 A collective is enqueued on a stream and returns at once (NCCL semantics).
 Its Work turns complete only when the device work is done:
@@ -12,12 +12,16 @@ Its Work turns complete only when the device work is done:
 - real GPUs: a CUDA event recorded after the call on the stream it went on;
   is_completed() queries it, wait() makes the current stream wait for it (no
   host block; nothing to do for a synchronous call, which ran on the stream
-  that waits for it at once), and the watcher thread synchronizes the event
-  to complete the future.
+  that waits for it at once) and raises the communicator's error if it
+  failed. No thread wakes per call: get_future() returns a CUDA future that
+  is complete at once and orders its consumers' streams after the event
+  (ProcessGroupNCCL's), and the communicator keeps only the events of calls
+  not yet seen done (Events), for destroy to wait for.
 
 Every wait here is cut into slices so that Ctrl-C is heard (_interrupt.py);
 a KeyboardInterrupt in wait() aborts the communicator before it goes on.
 """
+import collections
 import datetime
 import threading
 
@@ -45,14 +49,16 @@ def _seconds(timeout, default):
 class Work(dist.Work):
     """One enqueued call (or several, coalesced). result() is its output tensors."""
 
-    def __init__(self, comm, call, result, keep, post, event=None, blocking=False, on_caller_stream=False):
+    def __init__(self, comm, call, result, keep, post, event=None, blocking=False, on_caller_stream=False,
+                 stream=None):
         super().__init__()
         self._comm = comm
         self._call = call
         self._result = result
         self._keep = keep        # tensors the device may still read or write
         self._post = post        # host device: run after the device work, before completion
-        self._event = event      # real GPUs: recorded after the call
+        self._event = event      # real GPUs: recorded after the call on stream
+        self._stream = stream
         self._blocking = blocking  # GPU barrier: wait() blocks the host as well
         # A synchronous call on the caller's current stream, which torch (or
         # gpubridge's API) waits for at once, on that stream: wait() has no
@@ -60,7 +66,8 @@ class Work(dist.Work):
         self._on_caller_stream = on_caller_stream
         self._done = threading.Event() if event is None else None  # GPUs: the event tells
         self._error = None
-        self._future = torch.futures.Future()
+        self._done_seen = False  # GPUs: the event was seen done with the communicator well
+        self._future = torch.futures.Future() if event is None else None  # GPUs: made when asked for
 
     # Called by the watcher thread.
     def _complete(self, error):
@@ -82,13 +89,17 @@ class Work(dist.Work):
 
     def is_completed(self):
         if self._event is not None:
-            return self._error is not None or self._event.query()
+            return self.exception() is not None or self._event.query()
         return self._done.is_set()
 
     def is_success(self):
-        return self.is_completed() and self._error is None
+        return self.is_completed() and self.exception() is None
 
     def exception(self):
+        """GPUs: the communicator's failure, unless this call was seen done before it."""
+        if self._event is not None and self._error is None and not self._done_seen:
+            self._error = self._comm.async_error()
+            self._done_seen = self._error is None and self._event.query()
         return self._error
 
     def result(self):
@@ -100,7 +111,7 @@ class Work(dist.Work):
         call; the host does not block (but for a barrier). Ctrl-C while it
         blocks aborts the communicator (pending Works fail) and goes on."""
         if self._event is not None:
-            if self._error is not None:
+            if self.exception() is not None:
                 raise self._error
             if self._blocking:
                 self._interruptible(_interrupt.call, self._event.synchronize)
@@ -131,7 +142,31 @@ class Work(dist.Work):
         self.wait()
 
     def get_future(self):
+        if self._future is None:
+            with self._comm.future_lock:
+                if self._future is None:
+                    self._future = self._cuda_future()
         return self._future
+
+    def _cuda_future(self):
+        """A future complete at once whose consumers' streams wait for the
+        call's event: it records on a stream of the communicator's that
+        waited for the event, not on the call's stream (later calls there).
+        A barrier's result holds no tensor to carry that order, so its
+        future is completed once the event is done (the host waits, as in
+        its wait())."""
+        device = self._stream.device
+        future = torch.futures.Future(devices=[device])
+        if self._blocking and self.exception() is None:
+            self._interruptible(_interrupt.call, self._event.synchronize)
+        if self.exception() is not None:
+            future.set_exception(self._error)
+            return future
+        side = self._comm.future_stream(device)
+        side.wait_event(self._event)
+        with torch.cuda.stream(side):
+            future.set_result(self._result)
+        return future
 
 
 # Work.wait waits this much past the communicator's timeout: the library's own
@@ -144,6 +179,39 @@ def completed_work(comm, call, result):
     w = Work(comm, call, result, None, ())
     w._complete(None)
     return w
+
+
+class Events:
+    """Real GPUs: the events of the calls not yet seen done, oldest first
+    (pruned as calls are added), for destroy to wait for; no thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._events = collections.deque()
+        self._broken = None  # a CUDA error a query raised: destroy aborts instead of waiting
+
+    def add(self, work):
+        with self._lock:
+            self._prune()
+            self._events.append(work._event)
+
+    def _prune(self):
+        try:
+            while self._events and self._events[0].query():
+                self._events.popleft()
+        except RuntimeError as e:  # a sticky CUDA error: nothing more will finish
+            self._broken = e
+            self._events.clear()
+
+    def pending(self):
+        with self._lock:
+            self._prune()
+            return len(self._events)
+
+    def stop(self, timeout_s):
+        """Waits (in slices) until every call is done; False if some is not
+        within timeout_s, or the device failed."""
+        return _interrupt.until(lambda: self.pending() == 0, timeout_s) and self._broken is None
 
 
 class Watcher:
