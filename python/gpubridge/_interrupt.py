@@ -11,7 +11,8 @@ runs:
   with gbCommGetAsyncError (init_polled);
 - other blocking C calls run on a helper thread that this one waits for in
   slices (call);
-- waits on Python objects are sliced (wait_event, join, until).
+- waits on Python objects are sliced (wait_event, join, until);
+- a GPU barrier's host wait polls its event (poll_quick).
 
 The callers abort the communicator on KeyboardInterrupt (gbCommAbort: every
 wait inside the library for it returns, and peers see its connections
@@ -45,6 +46,30 @@ def until(ready, timeout):
             return value
         _pause(i)
         i += 1
+
+
+# poll_quick yields this long before it naps, and naps at most this long.
+_SPIN_S = 0.002
+_NAP_MAX_S = 0.001
+
+
+def poll_quick(ready, stop):
+    """Polls ready() until it is true (True), or stop() is (False), with no
+    helper thread: yielding for _SPIN_S, then in naps from 20 us up to
+    _NAP_MAX_S, so the caller returns within about a millisecond of ready
+    turning true however long it waited (ranks leave a barrier together).
+    stop() is asked between naps."""
+    spin_end = time.monotonic() + _SPIN_S
+    nap = 20e-6
+    while not ready():
+        if time.monotonic() < spin_end:
+            time.sleep(0)
+            continue
+        if stop():
+            return False
+        time.sleep(nap)
+        nap = min(2 * nap, _NAP_MAX_S)
+    return True
 
 
 def wait_event(event, timeout):

@@ -114,7 +114,9 @@ class Work(dist.Work):
             if self.exception() is not None:
                 raise self._error
             if self._blocking:
-                self._interruptible(_interrupt.call, self._event.synchronize)
+                self._interruptible(self._host_wait)
+                if self.exception() is not None:
+                    raise self._error
             elif not self._on_caller_stream:
                 torch.cuda.current_stream().wait_event(self._event)
             return True
@@ -138,6 +140,11 @@ class Work(dist.Work):
     def synchronize(self):
         self.wait()
 
+    def _host_wait(self):
+        """A barrier's host wait: polls its event (no helper thread per
+        wait), ending early on the communicator's error."""
+        _interrupt.poll_quick(self._event.query, lambda: self._comm.async_error() is not None)
+
     def block_current_stream(self):
         self.wait()
 
@@ -158,7 +165,7 @@ class Work(dist.Work):
         device = self._stream.device
         future = torch.futures.Future(devices=[device])
         if self._blocking and self.exception() is None:
-            self._interruptible(_interrupt.call, self._event.synchronize)
+            self._interruptible(self._host_wait)
         if self.exception() is not None:
             future.set_exception(self._error)
             return future

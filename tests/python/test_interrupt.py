@@ -4,7 +4,9 @@ comes, and one whose Work.wait() waits for a barrier its peer never enters,
 each get SIGINT once their wait is under way (seen in their output: the
 rendezvous root's INFO line that rank 0 joined; the barrier in flight) and
 must end within a few seconds with KeyboardInterrupt, leaving no process of
-their session and no /dev/shm entry of theirs behind."""
+their session and no /dev/shm entry of theirs behind. So must the poll of a
+GPU barrier's host wait (_interrupt.poll_quick), which also returns once
+ready() turns true on another thread, and False once stop() is true."""
 import os
 import signal
 import subprocess
@@ -19,12 +21,17 @@ INTERRUPT_S = 5.0   # SIGINT to exit
 START_S = 60.0      # start to the marker (torch's import, on a loaded machine)
 JOINED = "rendezvous root: rank 0 of 2 joined"
 IN_FLIGHT = "barrier in flight"
+POLLING = "polling"
 
 
 def child(mode):
     gbtest.setup_path()
     import gpubridge
-    if mode == "init":
+    if mode == "poll":
+        from gpubridge import _interrupt
+        print(POLLING, flush=True)
+        _interrupt.poll_quick(lambda: False, lambda: False)  # never ready
+    elif mode == "init":
         gpubridge.init()  # rank 1 never comes
     elif mode == "peer":
         gpubridge.init()
@@ -140,11 +147,23 @@ def main():
     if peer.p.poll() is None:
         problems.append("the barrier's peer did not end")
 
+    # A GPU barrier's host wait: interrupted, ready from another thread, stopped.
+    interrupt(Proc("poll", 0, gbtest.free_port()), POLLING, "poll_quick", problems)
+    gbtest.setup_path()
+    from gpubridge import _interrupt
+    flag = threading.Event()
+    threading.Timer(0.05, flag.set).start()
+    deadline = time.monotonic() + 30
+    if not _interrupt.poll_quick(flag.is_set, lambda: time.monotonic() > deadline):
+        problems.append("poll_quick: did not see ready() turn true within 30 s")
+    if _interrupt.poll_quick(lambda: False, lambda: True):
+        problems.append("poll_quick: returned True though ready() never was and stop() was")
+
     for p in problems:
         print("FAIL: " + p)
     if problems:
         sys.exit(1)
-    print("2 passed, 0 failed")
+    print("5 passed, 0 failed")
 
 
 if __name__ == "__main__":
