@@ -216,10 +216,6 @@ HOT static void foldPart(float* acc, const void* part, size_t count, size_t at, 
   const int32_t* ks = part;
   const uint8_t* codes = (const uint8_t*)part + ROUND16(fp8Blocks(count) * 4);
   /* A tile starts on a block's boundary (TILE is a multiple of the block). */
-  if (byHand()) {
-    gbWireFoldFp8Avx512(acc, ks + at / GB_WIRE_FP8_BLOCK, codes + at, n, first);
-    return;
-  }
   for (size_t j = 0; j < n; j += GB_WIRE_FP8_BLOCK) {
     size_t m = n - j < GB_WIRE_FP8_BLOCK ? n - j : GB_WIRE_FP8_BLOCK;
     float scale = floatOf((uint32_t)(ks[(at + j) / GB_WIRE_FP8_BLOCK] + 127) << 23);
@@ -240,6 +236,10 @@ HOT static void foldTiles(void* dst, const void* const* src, int n, size_t count
   float acc[TILE];
   float d = (float)divisor;
   int stream = count * gbDtypeSize(dt) >= STREAM_BYTES;
+  if (wire == GB_WIRE_FP8 && dt == gbFloat32 && byHand()) {
+    gbWireFoldFp8Avx512(dst, src, n, count, ROUND16(fp8Blocks(count) * 4), divisor, stream);
+    return;
+  }
   for (size_t at = 0; at < count; at += TILE) {
     size_t m = count - at < TILE ? count - at : TILE;
     for (int s = 0; s < n; s++) foldPart(acc, src[s], count, at, m, wire, s == 0);

@@ -7,6 +7,8 @@
 
 #include "base/wire.h"
 
+#include <string.h>
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
@@ -33,34 +35,60 @@ static const uint16_t kE4m3Bf16[128] __attribute__((aligned(64))) = {
     ((15 + 120) << 7) | 0x40, ((15 + 120) << 7) | 0x50, 0x7f80, 0x7fc0};
 #undef ROW
 
-/* 32 codes a step: two word permutes look their values up (the table's 128
- * words in four registers), the sign goes on, each half widens to float
- * (bfloat16 bits << 16) and takes its block's scale: exact, as the portable
- * decode is; a NaN keeps its bits through the multiply. */
-AVX512 void gbWireFoldFp8Avx512(float* acc, const int32_t* ks, const uint8_t* codes, size_t n, int first) {
-  const __m512i t0 = _mm512_load_si512(kE4m3Bf16), t1 = _mm512_load_si512(kE4m3Bf16 + 32);
-  const __m512i t2 = _mm512_load_si512(kE4m3Bf16 + 64), t3 = _mm512_load_si512(kE4m3Bf16 + 96);
+/* 32 codes of a part from element j (one block: its scale): two word
+ * permutes look their values up (the table's 128 words in four registers),
+ * the sign goes on, each half widens to float (bfloat16 bits << 16) and
+ * takes the block's scale: exact, as the portable decode is; a NaN keeps its
+ * bits through the multiply. */
+struct table {
+  __m512i t0, t1, t2, t3;
+};
+
+AVX512 static inline void decode32(const struct table* t, const uint8_t* part, size_t codesAt, size_t j,
+                                   __mmask32 m, __m512* v0, __m512* v1) {
   const __m512i signBit = _mm512_set1_epi16((short)0x8000), bit6 = _mm512_set1_epi16(0x40);
+  int32_t k;
+  memcpy(&k, part + (j / GB_WIRE_FP8_BLOCK) * 4, 4);
+  __m512 scale = _mm512_castsi512_ps(_mm512_set1_epi32((k + 127) << 23));
+  __m512i c = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, part + codesAt + j));
+  __m512i low = _mm512_permutex2var_epi16(t->t0, c, t->t1), high = _mm512_permutex2var_epi16(t->t2, c, t->t3);
+  __m512i w = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, bit6), low, high);
+  w = _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(c, 8), signBit, 0xf8); /* w | (c << 8 & sign) */
+  __m512i w0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16);
+  __m512i w1 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16);
+  *v0 = _mm512_mul_ps(_mm512_castsi512_ps(w0), scale);
+  *v1 = _mm512_mul_ps(_mm512_castsi512_ps(w1), scale);
+}
+
+/* 32 elements a step, each summed over the parts in registers from part 0
+ * on, divided, and stored: streamed where the step is whole and dst + j on
+ * a 64-byte line. */
+AVX512 void gbWireFoldFp8Avx512(float* dst, const void* const* parts, int n, size_t count, size_t codesAt,
+                                int divisor, int stream) {
   _Static_assert(GB_WIRE_FP8_BLOCK % 32 == 0, "a step of 32 codes lies in one block");
-  for (size_t j = 0; j < n; j += 32) {
-    size_t left = n - j;
+  const struct table t = {_mm512_load_si512(kE4m3Bf16), _mm512_load_si512(kE4m3Bf16 + 32),
+                          _mm512_load_si512(kE4m3Bf16 + 64), _mm512_load_si512(kE4m3Bf16 + 96)};
+  const __m512 d = _mm512_set1_ps((float)divisor);
+  for (size_t j = 0; j < count; j += 32) {
+    size_t left = count - j;
     __mmask32 m = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
-    __mmask16 m0 = (__mmask16)m, m1 = (__mmask16)(m >> 16);
-    __m512 scale = _mm512_castsi512_ps(_mm512_set1_epi32((ks[j / GB_WIRE_FP8_BLOCK] + 127) << 23));
-    __m512i c = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, codes + j));
-    __m512i low = _mm512_permutex2var_epi16(t0, c, t1), high = _mm512_permutex2var_epi16(t2, c, t3);
-    __m512i w = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(c, bit6), low, high);
-    w = _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(c, 8), signBit, 0xf8); /* w | (c << 8 & sign) */
-    __m512i w0 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16);
-    __m512i w1 = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16);
-    __m512 v0 = _mm512_mul_ps(_mm512_castsi512_ps(w0), scale), v1 = _mm512_mul_ps(_mm512_castsi512_ps(w1), scale);
-    if (!first) {
-      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, acc + j), v0);
-      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, acc + j + 16), v1);
+    __m512 a0, a1;
+    decode32(&t, parts[0], codesAt, j, m, &a0, &a1);
+    for (int p = 1; p < n; p++) {
+      __m512 v0, v1;
+      decode32(&t, parts[p], codesAt, j, m, &v0, &v1);
+      a0 = _mm512_add_ps(a0, v0), a1 = _mm512_add_ps(a1, v1);
     }
-    _mm512_mask_storeu_ps(acc + j, m0, v0);
-    _mm512_mask_storeu_ps(acc + j + 16, m1, v1);
+    if (divisor > 0) a0 = _mm512_div_ps(a0, d), a1 = _mm512_div_ps(a1, d);
+    if (stream && left >= 32 && ((uintptr_t)(dst + j) & 63) == 0) {
+      _mm512_stream_ps(dst + j, a0);
+      _mm512_stream_ps(dst + j + 16, a1);
+    } else {
+      _mm512_mask_storeu_ps(dst + j, (__mmask16)m, a0);
+      _mm512_mask_storeu_ps(dst + j + 16, (__mmask16)(m >> 16), a1);
+    }
   }
+  if (stream) _mm_sfence(); /* the streamed stores are seen before whatever the caller does next */
 }
 
 /* ---------------------------------------------------------------- encode */
@@ -69,29 +97,42 @@ AVX512 static inline __mmask16 leftMask(size_t left) {
   return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
 }
 
-/* Per block: the largest finite magnitude (a masked max of the bits), its
- * exponent k, then per element base/wire.c's toFp8: v = |x| / 2^k; from
- * 2^-6 on its top bits rounded to nearest even, below v * 2^9 rounded by
- * adding 2^23; NaN and infinity (looked for only in a block that has one). */
+/* The largest finite magnitude's bits of n floats: a max of the magnitudes'
+ * bits, again without the infinities and NaN where the first met one
+ * (*special). */
+AVX512 static inline int blockMax(const float* x, size_t n, int* special) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  __m512i max = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; i += 16)
+    max = _mm512_max_epi32(max, _mm512_and_si512(_mm512_maskz_loadu_epi32(leftMask(n - i), x + i), magnitude));
+  int top = _mm512_reduce_max_epi32(max);
+  *special = top >= 0x7f800000;
+  if (!*special) return top;
+  max = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; i += 16) {
+    __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(leftMask(n - i), x + i), magnitude);
+    max = _mm512_mask_max_epi32(max, _mm512_cmplt_epi32_mask(a, inf), max, a);
+  }
+  return _mm512_reduce_max_epi32(max);
+}
+
+/* Per block: its exponent k, then per element base/wire.c's toFp8: v = |x| /
+ * 2^k; from 2^-6 on its top bits rounded to nearest even (the rebias taken
+ * off before the shift: no lane that keeps this code goes below zero), below
+ * v * 2^9 rounded by adding 2^23; NaN and infinity where the block has one.
+ * Only each lane's low byte is stored, so neither the rounding's 2^23 nor
+ * bits above the code need taking off. */
 AVX512 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src, size_t count) {
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i half = _mm512_set1_epi32(0x7ffff), one = _mm512_set1_epi32(1);
-  const __m512i rebias = _mm512_set1_epi32((127 - 7) << 3), minNormal = _mm512_set1_epi32(0x3c800000);
-  const __m512i round = _mm512_set1_epi32(0x4b000000), signBit = _mm512_set1_epi32(0x80);
+  const __m512i halfRebiased = _mm512_set1_epi32((int)(0x7ffffu - (((127u - 7u) << 3) << 20)));
+  const __m512i one = _mm512_set1_epi32(1), minNormal = _mm512_set1_epi32(0x3c800000);
+  const __m512i signBit = _mm512_set1_epi32(0x80);
   const __m512 subScale = _mm512_set1_ps(512.0f), roundF = _mm512_set1_ps(8388608.0f);
   for (size_t b = 0, at = 0; at < count; b++, at += GB_WIRE_FP8_BLOCK) {
     size_t n = count - at < GB_WIRE_FP8_BLOCK ? count - at : GB_WIRE_FP8_BLOCK;
     const float* x = src + at;
-    __m512i max = _mm512_setzero_si512();
-    __mmask16 special = 0;
-    for (size_t i = 0; i < n; i += 16) {
-      __mmask16 m = leftMask(n - i);
-      __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, x + i), magnitude);
-      __mmask16 finite = _mm512_cmplt_epi32_mask(a, inf);
-      special |= (__mmask16)(~finite & m);
-      max = _mm512_mask_max_epi32(max, finite, max, a);
-    }
-    int e = _mm512_reduce_max_epi32(max) >> 23;
+    int special;
+    int e = blockMax(x, n, &special) >> 23;
     int k = e - 134 < -126 ? -126 : e - 134; /* base/wire.c's gbWireFp8Exponent */
     ks[b] = k;
     __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((127 - k) << 23));
@@ -100,8 +141,8 @@ AVX512 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src,
       __m512i bits = _mm512_maskz_loadu_epi32(m, x + i);
       __m512i v = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(bits), inv)), magnitude);
       __m512i odd = _mm512_and_si512(_mm512_srli_epi32(v, 20), one);
-      __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, half), odd), 20), rebias);
-      __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(v), subScale, roundF)), round);
+      __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(v, halfRebiased), odd), 20);
+      __m512i sub = _mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(v), subScale, roundF));
       code = _mm512_mask_mov_epi32(code, _mm512_cmplt_epu32_mask(v, minNormal), sub);
       if (special) {
         code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(v, inf), _mm512_set1_epi32(0x7f));
@@ -119,8 +160,9 @@ int gbWireAvx512Usable(void) { return 0; }
 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src, size_t count) {
   (void)ks, (void)codes, (void)src, (void)count;
 }
-void gbWireFoldFp8Avx512(float* acc, const int32_t* ks, const uint8_t* codes, size_t n, int first) {
-  (void)acc, (void)ks, (void)codes, (void)n, (void)first;
+void gbWireFoldFp8Avx512(float* dst, const void* const* parts, int n, size_t count, size_t codesAt, int divisor,
+                         int stream) {
+  (void)dst, (void)parts, (void)n, (void)count, (void)codesAt, (void)divisor, (void)stream;
 }
 
 #endif

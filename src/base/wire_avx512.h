@@ -14,8 +14,10 @@ int gbWireAvx512Usable(void);
 /* ks[b] and codes[0..count) of count floats in blocks of GB_WIRE_FP8_BLOCK. */
 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src, size_t count);
 
-/* acc[0..n) = (first) or += codes[0..n) decoded, the block of element j
- * scaled by 2^ks[j / GB_WIRE_FP8_BLOCK]. */
-void gbWireFoldFp8Avx512(float* acc, const int32_t* ks, const uint8_t* codes, size_t n, int first);
+/* base/wire.h's gbWireFold of n fp8 parts into float32 dst: each part's
+ * codes start codesAt bytes in, after its blocks' k; stream: write dst with
+ * streaming stores. */
+void gbWireFoldFp8Avx512(float* dst, const void* const* parts, int n, size_t count, size_t codesAt, int divisor,
+                         int stream);
 
 #endif

@@ -157,8 +157,8 @@ static void testEveryCode(void) {
 }
 
 /* The fold: decode every part, add in float from part 0, divide, round once.
- * n elements into out + skew (a result of 1 MiB or more is written with
- * streaming stores; skew puts its start off their 16-byte alignment). */
+ * n elements into out + skew, out on a 64-byte line (a result of 1 MiB or
+ * more is written with streaming stores where aligned; skew moves it off). */
 static void testFold(int wire, gbDataType_t dt, int divisor, int n, int skew) {
   enum { PARTS = 3 };
   float* x[PARTS];
@@ -179,7 +179,7 @@ static void testFold(int wire, gbDataType_t dt, int divisor, int n, int skew) {
       dec[p][i] = wire == GB_WIRE_BF16 ? gbBf16ToFloat(gbFloatToBf16(x[p][i])) : refFp8(x[p][i], refExponent(x[p] + start, len));
     }
   }
-  char* out = malloc((size_t)n * gbDtypeSize(dt) + 16);
+  char* out = aligned_alloc(64, ((size_t)n * gbDtypeSize(dt) + 64 + 63) / 64 * 64);
   gbWireFold(out + skew, (const void* const*)wires, PARTS, n, dt, wire, divisor);
   int wrong = 0;
   for (int i = 0; i < n && wrong < 5; i++) {
@@ -213,6 +213,7 @@ static void testAll(int portable) {
   testFold(GB_WIRE_FP8, gbFloat16, 2, 3000, 0);
   testFold(GB_WIRE_FP8, gbBfloat16, 0, 3000, 0);
   testFold(GB_WIRE_FP8, gbFloat32, 0, 300001, 4);
+  testFold(GB_WIRE_FP8, gbFloat32, 3, 300001, 0);
   testFold(GB_WIRE_BF16, gbFloat32, 2, 300001, 8);
 }
 
