@@ -16,9 +16,10 @@
 #define ROUND16(b) (((b) + 15) / 16 * 16)
 /* The hot loops, built for AVX2 and AVX-512 (x86-64-v4, GCC 11 on) too and
  * chosen at load time (the build targets plain x86-64; CMakeLists.txt
- * builds this file with -O3, which vectorises them). AVX-512 takes the fp8
- * encoder from 42 to 28 ms per 64 M floats on an AMD EPYC (docs/PERFORMANCE.md).
- * Not under the sanitizers: an instrumented load-time resolver runs before
+ * builds this file with -O3, which vectorises them). AVX-512 took the fp8
+ * encoder from 42 to 28 ms per 64 M floats on an AMD EPYC; where the CPU has
+ * AVX-512 F, BW and VL the fp8 loops are base/wire_avx512.c's by hand (19 ms;
+ * docs/PERFORMANCE.md). Not under the sanitizers: an instrumented load-time resolver runs before
  * their run-time is up (TSan crashes there). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)
