@@ -1,6 +1,7 @@
 /* The fp8 wire's encoder and fold in AVX-512 intrinsics (base/wire_avx512.h).
  * The build targets plain x86-64, so these functions carry their own target
- * and base/wire.c calls them only where the CPU reports AVX-512 F, BW and VL.
+ * and base/wire.c calls them only where the CPU reports AVX-512 F, BW and VL
+ * (and not in a sanitizer's build, which does not see into them).
  * Their bits are the portable loops' (base/wire.c, whose comments give the
  * arithmetic); tests/unit/test_base_wire.c runs its checks on both. */
 #include "base/wire_avx512.h"
@@ -60,9 +61,17 @@ AVX512 static inline void decode32(const struct table* t, const uint8_t* part, s
   *v1 = _mm512_mul_ps(_mm512_castsi512_ps(w1), scale);
 }
 
+/* 16 floats to d with streaming stores of 16 bytes (d on 16 bytes). */
+AVX512 static inline void stream16(float* d, __m512 v) {
+  _mm_stream_ps(d, _mm512_castps512_ps128(v));
+  _mm_stream_ps(d + 4, _mm512_extractf32x4_ps(v, 1));
+  _mm_stream_ps(d + 8, _mm512_extractf32x4_ps(v, 2));
+  _mm_stream_ps(d + 12, _mm512_extractf32x4_ps(v, 3));
+}
+
 /* 32 elements a step, each summed over the parts in registers from part 0
  * on, divided, and stored: streamed where the step is whole and dst + j on
- * a 64-byte line. */
+ * 16 bytes (whole 64-byte stores where on a line). */
 AVX512 void gbWireFoldFp8Avx512(float* dst, const void* const* parts, int n, size_t count, size_t codesAt,
                                 int divisor, int stream) {
   _Static_assert(GB_WIRE_FP8_BLOCK % 32 == 0, "a step of 32 codes lies in one block");
@@ -80,9 +89,13 @@ AVX512 void gbWireFoldFp8Avx512(float* dst, const void* const* parts, int n, siz
       a0 = _mm512_add_ps(a0, v0), a1 = _mm512_add_ps(a1, v1);
     }
     if (divisor > 0) a0 = _mm512_div_ps(a0, d), a1 = _mm512_div_ps(a1, d);
-    if (stream && left >= 32 && ((uintptr_t)(dst + j) & 63) == 0) {
+    uintptr_t line = (uintptr_t)(dst + j) & 63;
+    if (stream && left >= 32 && line == 0) {
       _mm512_stream_ps(dst + j, a0);
       _mm512_stream_ps(dst + j + 16, a1);
+    } else if (stream && left >= 32 && (line & 15) == 0) {
+      stream16(dst + j, a0);
+      stream16(dst + j + 16, a1);
     } else {
       _mm512_mask_storeu_ps(dst + j, (__mmask16)m, a0);
       _mm512_mask_storeu_ps(dst + j + 16, (__mmask16)(m >> 16), a1);

@@ -179,8 +179,16 @@ static void testFold(int wire, gbDataType_t dt, int divisor, int n, int skew) {
       dec[p][i] = wire == GB_WIRE_BF16 ? gbBf16ToFloat(gbFloatToBf16(x[p][i])) : refFp8(x[p][i], refExponent(x[p] + start, len));
     }
   }
-  char* out = aligned_alloc(64, ((size_t)n * gbDtypeSize(dt) + 64 + 63) / 64 * 64);
+  size_t bytes = (size_t)n * gbDtypeSize(dt), room = (bytes + 64 + 63) / 64 * 64;
+  unsigned char* out = aligned_alloc(64, room);
+  memset(out, 0xa5, room);
   gbWireFold(out + skew, (const void* const*)wires, PARTS, n, dt, wire, divisor);
+  for (size_t b = 0; b < room; b++)
+    if (b < (size_t)skew || b >= skew + bytes) {
+      CHECK(out[b] == 0xa5, "%s fold of %s, %d elements: byte %zu outside the result written", gbWireName(wire),
+            gbDtypeName(dt), n, b);
+      break;
+    }
   int wrong = 0;
   for (int i = 0; i < n && wrong < 5; i++) {
     float acc = dec[0][i];
@@ -199,6 +207,37 @@ static void testFold(int wire, gbDataType_t dt, int divisor, int n, int skew) {
   for (int p = 0; p < PARTS; p++) free(wires[p]), free(x[p]), free(dec[p]), free(narrow[p]);
 }
 
+/* Both loops give the same bytes: encoded (a block's k too, which a round
+ * trip cannot see where the block holds no finite nonzero value) and
+ * folded, for short counts and blocks of every kind. */
+static void testLoopsAgree(void) {
+  enum { N = 4096 };
+  static float x[N];
+  for (int i = 0; i < N; i++) {
+    int block = i / 256;
+    x[i] = block == 0 ? 0.0f : block == 1 ? NAN : block == 2 ? (i & 1 ? INFINITY : -0.0f) : block == 3 ? sample(3)
+                                                                                               : sample(i);
+  }
+  size_t counts[] = {0, 1, 15, 16, 17, 31, 33, 255, 257, 1000, N};
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    size_t n = counts[c], bytes = gbWireBytes(GB_WIRE_FP8, gbFloat32, n);
+    unsigned char* w[2];
+    float* out[2];
+    for (int portable = 0; portable < 2; portable++) {
+      gbWirePortableOnly(portable);
+      w[portable] = calloc(1, bytes + 1);
+      out[portable] = calloc(n + 1, sizeof(float));
+      gbWireEncode(w[portable], x, n, gbFloat32, GB_WIRE_FP8);
+      const void* parts[2] = {w[portable], w[portable]};
+      gbWireFold(out[portable], parts, 2, n, gbFloat32, GB_WIRE_FP8, 0);
+    }
+    CHECK(memcmp(w[0], w[1], bytes) == 0, "fp8 encode of %zu floats: the two loops differ", n);
+    CHECK(memcmp(out[0], out[1], n * sizeof(float)) == 0, "fp8 fold of %zu floats: the two loops differ", n);
+    for (int portable = 0; portable < 2; portable++) free(w[portable]), free(out[portable]);
+  }
+  gbWirePortableOnly(0);
+}
+
 /* Every check, on the loops base/wire.c runs (portable 0: AVX-512 where the
  * CPU has it) or on its portable ones. */
 static void testAll(int portable) {
@@ -214,12 +253,15 @@ static void testAll(int portable) {
   testFold(GB_WIRE_FP8, gbBfloat16, 0, 3000, 0);
   testFold(GB_WIRE_FP8, gbFloat32, 0, 300001, 4);
   testFold(GB_WIRE_FP8, gbFloat32, 3, 300001, 0);
+  testFold(GB_WIRE_FP8, gbFloat32, 0, 300001, 16);
+  for (int n = 1; n <= 65; n += 4) testFold(GB_WIRE_FP8, gbFloat32, 0, n, 0);
   testFold(GB_WIRE_BF16, gbFloat32, 2, 300001, 8);
 }
 
 int main(void) {
   testAll(0);
   testAll(1);
+  testLoopsAgree();
   if (failures) fprintf(stderr, "%d failures\n", failures);
   else printf("PASS: bf16 and fp8 wire formats, bounds and folds (%s loops and portable)\n",
                 gbWireAvx512Usable() ? "AVX-512" : "portable");
