@@ -22,12 +22,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "base/wire_format.h" /* gbWire_t, GB_WIRE_FP8_BLOCK, GB_WIRE_FP8_INF */
 #include "gpubridge/gpubridge.h"
-
-typedef enum { GB_WIRE_PLAIN = 0, GB_WIRE_BF16 = 1, GB_WIRE_FP8 = 2, GB_NUM_WIRES } gbWire_t;
-
-#define GB_WIRE_FP8_BLOCK 256 /* elements per scale */
-#define GB_WIRE_FP8_INF 0x7e  /* a code: infinity, with its sign bit */
 
 const char* gbWireName(int wire); /* "off", "bf16", "fp8" */
 

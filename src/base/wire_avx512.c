@@ -6,7 +6,7 @@
  * arithmetic); tests/unit/test_base_wire.c runs its checks on both. */
 #include "base/wire_avx512.h"
 
-#include "base/wire.h"
+#include "base/wire_format.h"
 
 #include <string.h>
 
