@@ -19,10 +19,16 @@
  * builds this file with -O3, which vectorises them). AVX-512 took the fp8
  * encoder from 42 to 28 ms per 64 M floats on an AMD EPYC; where the CPU has
  * AVX-512 F, BW and VL the fp8 loops are base/wire_avx512.c's by hand (19 ms;
- * docs/PERFORMANCE.md). Not under the sanitizers: an instrumented load-time resolver runs before
- * their run-time is up (TSan crashes there). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
-    !defined(__SANITIZE_ADDRESS__)
+ * docs/PERFORMANCE.md). Neither under the sanitizers: an instrumented
+ * load-time resolver runs before their run-time is up (TSan crashes there),
+ * and they do not see into the intrinsics' masked and streamed accesses
+ * (the portable loops' plain ones are checked instead). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !SANITIZED
 #if __GNUC__ >= 11
 #define HOT __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
@@ -42,14 +48,6 @@
  * asks computes the same answer. */
 static int gPortableOnly;
 void gbWirePortableOnly(int on) { __atomic_store_n(&gPortableOnly, on, __ATOMIC_RELAXED); }
-
-/* Nor under the sanitizers, which do not see into the intrinsics' masked and
- * streamed accesses: there the portable loops' plain ones are checked. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
 
 static int byHand(void) {
   if (SANITIZED) return 0;
@@ -80,11 +78,7 @@ size_t gbWireBytes(int wire, gbDataType_t dt, size_t count) {
 static inline uint32_t bitsOf(float f) { return gbFp8FloatBits(f); }
 static inline float floatOf(uint32_t u) { return gbFp8BitsFloat(u); }
 
-int gbWireFp8Exponent(float m) {
-  uint32_t e = (bitsOf(m) & 0x7fffffffu) >> 23;
-  int k = (int)e - 134; /* m in [2^(e-127), 2^(e-126)): m / 2^k in [2^7, 2^8) */
-  return k < -126 ? -126 : k;
-}
+int gbWireFp8Exponent(float m) { return gbWireFp8ExponentOfBits(bitsOf(m) & 0x7fffffffu); }
 
 /* x / 2^k (inv = 2^-k) as a code: NaN and infinity keep their sign. The
  * magnitude v = |x| / 2^k is at most 256 (finite x), so base/fp8.h's

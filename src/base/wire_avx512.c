@@ -145,8 +145,7 @@ AVX512 void gbWireEncodeFp8Avx512(int32_t* ks, uint8_t* codes, const float* src,
     size_t n = count - at < GB_WIRE_FP8_BLOCK ? count - at : GB_WIRE_FP8_BLOCK;
     const float* x = src + at;
     int special;
-    int e = blockMax(x, n, &special) >> 23;
-    int k = e - 134 < -126 ? -126 : e - 134; /* base/wire.c's gbWireFp8Exponent */
+    int k = gbWireFp8ExponentOfBits((unsigned)blockMax(x, n, &special));
     ks[b] = k;
     __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((127 - k) << 23));
     for (size_t i = 0; i < n; i += 16) {
