@@ -77,7 +77,8 @@ static size_t workOf(const walk_t* w, size_t i, gbStageWork_t* out) {
                          .root = p->hostRoot, .op = cw->ops.host, .divisor = cw->ops.divisor,
                          /* elsewhere the island step scaled */
                          .scale = p->host == GB_HOST_WORLD ? cw->ops.scale : NULL, .direct = p->direct,
-                         .hostChunk = p->hostChunk, .wire = p->wire};
+                         .hostChunk = p->hostChunk, .wire = p->wire,
+                         .inputReady = i > 0 && p->before == GB_ISLAND_NONE};
   return p->host == GB_HOST_NONE ? 0 : n;
 }
 

@@ -58,7 +58,8 @@ static void workOf(const blocks_t* b, size_t i, gbStageWork_t* out) {
   *out = (gbStageWork_t){.coll = cw->in.coll, .dtype = cw->in.dtype, .esize = es, .len = len,
                          .src = b->send + at * es, .dst = b->recv + at * es, .srcStride = stride,
                          .dstStride = stride, .stageOut = 1, .stageIn = 1, .root = -1, .op = cw->ops.host,
-                         .divisor = cw->ops.divisor, .scale = cw->ops.scale, .wire = cw->plan.wire};
+                         .divisor = cw->ops.divisor, .scale = cw->ops.scale, .wire = cw->plan.wire,
+                         .inputReady = i > 0};
 }
 
 static gbResult_t front(gbCommWalk_t* cw, size_t i) {

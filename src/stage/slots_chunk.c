@@ -19,17 +19,30 @@ static size_t partBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
   return gbStageWireBytes(w) * (gbSharedBlockPerMember(w->coll) ? (size_t)sh->n : 1);
 }
 
-gbResult_t gbSharedTake(gbSharedSlots_t* sh, void* stream, int sideStreams, gbStageSlot_t* out) {
+/* The copy stream waits for the caller's stream before it reads a chunk's
+ * input, unless it already did in this call and the input was ready then:
+ * the walker's later steps on the caller's stream (the reductions of earlier
+ * chunks) need not finish before the next chunk goes out. */
+static gbResult_t awaitInput(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq,
+                             const gbStageSlot_t* s) {
+  const gbDeviceOps* dev = sh->ctx.dev;
+  if (w->inputReady && sh->inputSeq == seq && sh->inputStream == stream) return gbSuccess;
+  GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_INPUT, s->slot), s->use, stream));
+  GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_INPUT, s->slot), s->use, s->on));
+  sh->inputSeq = seq;
+  sh->inputStream = stream;
+  return gbSuccess;
+}
+
+gbResult_t gbSharedTake(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq, int sideStreams,
+                        gbStageSlot_t* out) {
   const gbDeviceOps* dev = sh->ctx.dev;
   out->slot = sh->next++ % (size_t)sh->nslots;
   out->use = ++sh->uses[out->slot];
   out->buf = gbSharedAt(sh, sh->me, out->slot);
   void* on = sideStreams ? sh->copyStream : stream;
   out->on = on;
-  if (on != stream) {
-    GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_INPUT, out->slot), out->use, stream));
-    GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_INPUT, out->slot), out->use, on));
-  }
+  if (on != stream) GB_CHECK(awaitInput(sh, w, stream, seq, out));
   if (sh->remote) return dev->flagWait(gbSharedFlag(sh, FLAG_FREED, out->slot), out->use - 1, on);
   /* Shared: every other member read the slot's last use, and so did I (on
    * whichever stream that call ran). */
@@ -108,7 +121,7 @@ static gbResult_t postRemoteRead(gbSharedSlots_t* sh, const gbProxyOp_t* tag, co
  * front both stages share. */
 static gbResult_t stageChunk(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
                              gbStageSlot_t* s) {
-  GB_CHECK(gbSharedTake(sh, stream, gbPlanOnSideStreams(partBytes(sh, w)), s));
+  GB_CHECK(gbSharedTake(sh, w, stream, tag->seq, gbPlanOnSideStreams(partBytes(sh, w)), s));
   s->queued = 1;
   s->seq = tag->seq;
   GB_CHECK(copyOut(sh, w, s));

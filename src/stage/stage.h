@@ -90,6 +90,8 @@ typedef struct {
   int direct;            /* host memory: the proxy works in dst and reads src where it is (private) */
   size_t hostChunk;      /* > 0: the proxy reduces len elements as back-to-back chunks of this many (private) */
   int wire;              /* the parts' wire format (plan.wire, base/wire.h; all-reduce, reduce-scatter) */
+  int inputReady;        /* src was ready when the call began (not chunk 0; no step of the call writes it): a side
+                            stream that waited for the caller's stream in this call need not wait again */
 } gbStageWork_t;
 
 /* The slot a chunk took, between out and in (the walker keeps it). */
