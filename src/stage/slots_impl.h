@@ -83,8 +83,8 @@ typedef struct {
 /* Local flags, [flag][nslots] for the group's slots and [flag][member][p2pDepth]
  * for the channels. Group: staged (copy stream), full (proxy: every member
  * staged), consumed (stream: reduced), freed (proxy: every member read),
- * input (the caller's stream reached the chunk: the copy stream may copy it
- * out), and fetched (the fetch stream copied a member's part in). Channel
+ * input (the caller's stream reached the call, or the chunk where the call
+ * writes its input: the copy stream may copy it out), and fetched (the fetch stream copied a member's part in). Channel
  * to member k: input, staged, sent (the proxy published it) and freed (k
  * read the slot's last use); from member k: arrived (k staged) and
  * consumed. */
