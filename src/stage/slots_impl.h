@@ -84,10 +84,10 @@ typedef struct {
  * for the channels. Group: staged (copy stream), full (proxy: every member
  * staged), consumed (stream: reduced), freed (proxy: every member read),
  * input (the caller's stream reached the call, or the chunk where the call
- * writes its input: the copy stream may copy it out), and fetched (the fetch stream copied a member's part in). Channel
- * to member k: input, staged, sent (the proxy published it) and freed (k
- * read the slot's last use); from member k: arrived (k staged) and
- * consumed. */
+ * writes its input: the copy stream may copy it out), and fetched (the fetch
+ * stream copied a member's part in). Channel to member k: input, staged, sent
+ * (the proxy published it) and freed (k read the slot's last use); from
+ * member k: arrived (k staged) and consumed. */
 enum { FLAG_STAGED, FLAG_FULL, FLAG_CONSUMED, FLAG_FREED, FLAG_INPUT, FLAG_FETCHED, NFLAGS };
 enum { P2P_INPUT, P2P_STAGED, P2P_SENT, P2P_FREED, P2P_ARRIVED, P2P_CONSUMED, NP2PFLAGS };
 
