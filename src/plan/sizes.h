@@ -25,7 +25,10 @@ int gbPlanStagingSlots(int configured, int isSet, int realGpu);
  * in the configured chunk (the slots' size). One H200, split-test, all-reduce
  * algbw by chunk (docs/PERFORMANCE.md, 2026-12-04): 16 MiB 15.6 GB/s in one
  * chunk, 17.7 in two of 8 MiB, 12.1 in 1 MiB ones (MPS; time-sliced 13.7,
- * 15.8, 5.7); 4 MiB best whole; 64 MiB alike at 8 and 16 MiB. */
+ * 15.8, 5.7); 4 MiB best whole; 64 MiB alike at 8 and 16 MiB. Once the copy
+ * stream waited for the caller's once a call (one H100, MPS, 2026-12-06),
+ * 4 MiB chunks against 8: 16 MiB 17.5-17.7 against 17.5-17.6 GB/s, 25 MiB
+ * (DDP's bucket) 18.3 against 18.8. */
 #define GB_PLAN_GPU_MID_CHUNK_BYTES ((size_t)8 << 20)
 #define GB_PLAN_GPU_LARGE_BYTES ((size_t)64 << 20)
 size_t gbPlanChunkForMessage(size_t configured, int bySize, size_t messageBytes);
