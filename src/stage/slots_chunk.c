@@ -26,16 +26,16 @@ static size_t partBytes(const gbSharedSlots_t* sh, const gbStageWork_t* w) {
 static gbResult_t awaitInput(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq,
                              const gbStageSlot_t* s) {
   const gbDeviceOps* dev = sh->ctx.dev;
-  if (w->inputReady && sh->inputSeq == seq && sh->inputStream == stream) return gbSuccess;
+  if (w->inputReady && sh->inputSeq == seq) return gbSuccess;
   GB_CHECK(dev->flagWrite(gbSharedFlag(sh, FLAG_INPUT, s->slot), s->use, stream));
   GB_CHECK(dev->flagWait(gbSharedFlag(sh, FLAG_INPUT, s->slot), s->use, s->on));
   sh->inputSeq = seq;
-  sh->inputStream = stream;
   return gbSuccess;
 }
 
-gbResult_t gbSharedTake(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq, int sideStreams,
-                        gbStageSlot_t* out) {
+/* Take: the next slot for a chunk, on the copy stream (sideStreams) or the caller's. */
+static gbResult_t take(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq, int sideStreams,
+                       gbStageSlot_t* out) {
   const gbDeviceOps* dev = sh->ctx.dev;
   out->slot = sh->next++ % (size_t)sh->nslots;
   out->use = ++sh->uses[out->slot];
@@ -121,7 +121,7 @@ static gbResult_t postRemoteRead(gbSharedSlots_t* sh, const gbProxyOp_t* tag, co
  * front both stages share. */
 static gbResult_t stageChunk(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, const gbProxyOp_t* tag,
                              gbStageSlot_t* s) {
-  GB_CHECK(gbSharedTake(sh, w, stream, tag->seq, gbPlanOnSideStreams(partBytes(sh, w)), s));
+  GB_CHECK(take(sh, w, stream, tag->seq, gbPlanOnSideStreams(partBytes(sh, w)), s));
   s->queued = 1;
   s->seq = tag->seq;
   GB_CHECK(copyOut(sh, w, s));

@@ -106,8 +106,7 @@ typedef struct gbSharedSlots {
   /* Caller thread: uses of each slot so far, the next slot. */
   uint64_t uses[GB_STAGE_SLOTS_MAX];
   size_t next;
-  uint64_t inputSeq;   /* caller thread: the call (tag seq) and caller's stream the copy stream last waited for */
-  void* inputStream;
+  uint64_t inputSeq;   /* caller thread: the call (tag seq) whose caller's stream the copy stream last waited for */
   gbFlag_t* flags;     /* [NFLAGS][nslots], then [NP2PFLAGS][n][p2pDepth] */
   void* copyStream;    /* copies chunks out, beside the caller's stream (which reduces) */
   void* fetchStream;   /* a GPU's: copies the others' parts in (to scratch), beside both */
@@ -224,9 +223,6 @@ void gbSharedRelease(const gbSharedSlots_t* sh, gbResult_t error);
 gbResult_t gbSharedPostWatch(gbSharedSlots_t* sh, const gbProxyOp_t* tag, int which, size_t slot, uint64_t use,
                              uint64_t bytes, gbFlag_t* ready, gbFlag_t* done);
 
-/* Take: the next slot for a chunk (slots_chunk.c). */
-gbResult_t gbSharedTake(gbSharedSlots_t* sh, const gbStageWork_t* w, void* stream, uint64_t seq, int sideStreams,
-                        gbStageSlot_t* out);
 /* Remote: the moves of a staged chunk (slots_remote.c). */
 gbResult_t gbSharedPostMoves(gbStage_t* st, const gbStageWork_t* w, const gbStageSlot_t* s, const gbProxyOp_t* tag);
 /* Remote, on the host device, uncompressed, over a transport that moves any
