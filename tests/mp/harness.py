@@ -307,12 +307,18 @@ class LiveJob:
 
 
 class Suite:
-    """Counts checks; prints 'N passed, N failed' at the end and exits."""
+    """Counts checks; prints 'N passed, N failed' at the end and exits. The
+    failed checks are repeated just before that line, each with the first
+    lines of its detail, so a log cut in the middle (CI keeps its head and
+    tail) still says what failed."""
+
+    RECAP_LINES = 12
 
     def __init__(self, name):
         self.name = name
         self.passed = 0
         self.failed = 0
+        self.failures = []
         self.t0 = time.monotonic()
 
     def check(self, ok, what, detail=""):
@@ -321,12 +327,19 @@ class Suite:
             print("PASS " + what, flush=True)
         else:
             self.failed += 1
+            self.failures.append((what, detail))
             print("FAIL " + what + ("\n" + detail if detail else ""), flush=True)
         return ok
 
     def done(self):
-        for cmd, _ in _sanitizer_reports:
-            self.check(False, "no sanitizer report (see SANITIZER REPORT above) in: " + cmd)
+        for cmd, excerpt in _sanitizer_reports:
+            self.check(False, "no sanitizer report (see SANITIZER REPORT above) in: " + cmd, excerpt)
+        if self.failures:
+            print("%s: the %d failed checks again:" % (self.name, len(self.failures)))
+        for what, detail in self.failures:
+            print("FAIL " + what)
+            for line in str(detail).splitlines()[:self.RECAP_LINES]:
+                print("    " + line)
         print("%s: %.1f s" % (self.name, time.monotonic() - self.t0))
         print("%d passed, %d failed" % (self.passed, self.failed), flush=True)
         sys.exit(0 if self.failed == 0 and self.passed > 0 else 1)
