@@ -270,6 +270,10 @@ GB_API gbResult_t gbGetMemoryEstimate(int ranks, int gpu, gbCommMemory_t* memory
  *
  * Results are bit-identical on every rank: each element is reduced in exactly
  * one place, in the order docs/REDUCTION_ORDER.md documents, then copied.
+ *
+ * Each collective says below when it runs in place; sendbuff and recvbuff
+ * that overlap in any other way are gbInvalidArgument (NCCL leaves that
+ * undefined but for all-to-all, which it also refuses).
  */
 
 /* recvbuff[i] = op over ranks of sendbuff[i]. In place when sendbuff == recvbuff. */
@@ -301,8 +305,7 @@ GB_API gbResult_t gbReduceScatter(const void* sendbuff, void* recvbuff, size_t r
                                   void* stream);
 
 /* recvbuff[r*count ..] = rank r's sendbuff[rank*count ..]: count elements to
- * and from every rank. In place when sendbuff == recvbuff (NCCL 2.28's rule);
- * any other overlap is gbInvalidArgument. */
+ * and from every rank. In place when sendbuff == recvbuff (NCCL 2.28's rule). */
 GB_API gbResult_t gbAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                              gbDataType_t datatype, gbComm_t comm, void* stream);
 

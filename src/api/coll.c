@@ -36,6 +36,18 @@ static gbResult_t checkSend(const char* fn, const void* send, size_t count) {
   return gbSuccess;
 }
 
+/* NCCL's in-place rule (2.28): sendbuff at inPlace, where this rank's input
+ * lies in recvbuff, is in place; any other overlap would let what the call
+ * writes overwrite input it has still to read. how says what in place is. */
+static gbResult_t checkOverlap(const char* fn, const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                               uintptr_t inPlace, const char* how) {
+  uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+  if (sendBytes == 0 || recvBytes == 0 || s == inPlace || s >= r + recvBytes || r >= s + sendBytes)
+    return gbSuccess;
+  return gbErrorSet(gbInvalidArgument, "%s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap without being "
+                    "in place; %s, or separate buffers", fn, send, sendBytes, recv, recvBytes, how);
+}
+
 /* count elements per rank times nranks must still be addressable. */
 static gbResult_t checkTotal(const char* fn, gbComm_t comm, size_t count, gbDataType_t dt) {
   if (count > SIZE_MAX / 2 / gbDtypeSize(dt) / (size_t)comm->nranks)
@@ -51,6 +63,9 @@ static gbResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, 
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkOp(fn, comm, op, datatype));
+  size_t bytes = count * gbDtypeSize(datatype);
+  GB_CHECK(checkOverlap(fn, sendbuff, bytes, recvbuff, bytes, (uintptr_t)recvbuff,
+                        "pass the same pointer for an in-place all-reduce"));
   return gbCommEnqueueAllReduce(comm, sendbuff, recvbuff, count, datatype, op, stream);
 }
 
@@ -69,6 +84,10 @@ static gbResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, gbD
   GB_CHECK(checkBuffers(fn, sendbuff, comm->rank == root ? recvbuff : (void*)1, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkOp(fn, comm, op, datatype));
+  size_t bytes = count * gbDtypeSize(datatype);
+  if (comm->rank == root)
+    GB_CHECK(checkOverlap(fn, sendbuff, bytes, recvbuff, bytes, (uintptr_t)recvbuff,
+                          "pass the same pointer for an in-place reduce"));
   return gbCommEnqueueReduce(comm, sendbuff, recvbuff, count, datatype, op, root, stream);
 }
 
@@ -84,6 +103,10 @@ static gbResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcou
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, sendcount, datatype));
   GB_CHECK(checkSend(fn, sendbuff, sendcount));
   GB_CHECK(checkTotal(fn, comm, sendcount, datatype));
+  size_t bytes = sendcount * gbDtypeSize(datatype);
+  GB_CHECK(checkOverlap(fn, sendbuff, bytes, recvbuff, bytes * (size_t)comm->nranks,
+                        (uintptr_t)recvbuff + bytes * (size_t)comm->rank,
+                        "pass sendbuff = recvbuff + rank * sendcount elements for an in-place all-gather"));
   return gbCommEnqueueAllGather(comm, sendbuff, recvbuff, sendcount, datatype, stream);
 }
 
@@ -100,6 +123,10 @@ static gbResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t rec
   GB_CHECK(checkSend(fn, sendbuff, recvcount));
   GB_CHECK(checkTotal(fn, comm, recvcount, datatype));
   GB_CHECK(checkOp(fn, comm, op, datatype));
+  size_t bytes = recvcount * gbDtypeSize(datatype);
+  GB_CHECK(checkOverlap(fn, sendbuff, bytes * (size_t)comm->nranks, recvbuff, bytes,
+                        (uintptr_t)recvbuff - bytes * (size_t)comm->rank,
+                        "pass recvbuff = sendbuff + rank * recvcount elements for an in-place reduce-scatter"));
   return gbCommEnqueueReduceScatter(comm, sendbuff, recvbuff, recvcount, datatype, op, stream);
 }
 
@@ -115,14 +142,9 @@ static gbResult_t allToAll(const void* sendbuff, void* recvbuff, size_t count, g
   GB_CHECK(checkBuffers(fn, sendbuff, recvbuff, count, datatype));
   GB_CHECK(checkSend(fn, sendbuff, count));
   GB_CHECK(checkTotal(fn, comm, count, datatype));
-  /* NCCL's rule (2.28): sendbuff == recvbuff is in place; any other overlap
-   * would let received blocks overwrite blocks still to be sent. */
   size_t bytes = count * gbDtypeSize(datatype) * (size_t)comm->nranks;
-  const char *s = sendbuff, *r = recvbuff;
-  if (count > 0 && s != r && s < r + bytes && r < s + bytes)
-    return gbErrorSet(gbInvalidArgument, "%s: sendbuff %p and recvbuff %p overlap (%zu bytes each) without being "
-                      "equal; pass the same pointer for an in-place all-to-all, or separate buffers", fn, sendbuff,
-                      recvbuff, bytes);
+  GB_CHECK(checkOverlap(fn, sendbuff, bytes, recvbuff, bytes, (uintptr_t)recvbuff,
+                        "pass the same pointer for an in-place all-to-all"));
   return gbCommEnqueueAllToAll(comm, sendbuff, recvbuff, count, datatype, stream);
 }
 
@@ -170,6 +192,10 @@ static gbResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, 
     return gbErrorSet(gbInvalidArgument, "%s: root %d is not a rank in [0, %d)", fn, root, comm->nranks);
   if (count > 0 && comm->rank == root && !sendbuff)
     return gbErrorSet(gbInvalidArgument, "%s: sendbuff is NULL on the root with count %zu", fn, count);
+  size_t bytes = count * gbDtypeSize(datatype);
+  if (comm->rank == root)
+    GB_CHECK(checkOverlap(fn, sendbuff, bytes, recvbuff, bytes, (uintptr_t)recvbuff,
+                          "pass the same pointer for an in-place broadcast"));
   return gbCommEnqueueBroadcast(comm, sendbuff, recvbuff, count, datatype, root, stream);
 }
 

@@ -246,6 +246,17 @@ static void runReducing(run_t* R, const case_t* C) {
   }
   int nullRecv = isRed && !C->inPlace && me != C->root && (caseIdx & 1); /* allowed off the root */
   gbResult_t res;
+  /* One element past in place overlaps without being in place (the receive
+   * buffer, at this rank's offset for reduce-scatter, holds two or more):
+   * refused before anything moves. A reduce's recvbuff matters on the root only. */
+  if (C->inPlace && c >= 2 && (!isRed || me == C->root)) {
+    const void* past = (const char*)send + es;
+    res = C->kind == K_ALLREDUCE ? gbAllReduce(past, recv, c, dt, (gbRedOp_t)op, R->comm, R->stream)
+          : isRed                ? gbReduce(past, recv, c, dt, (gbRedOp_t)op, C->root, R->comm, R->stream)
+                                 : gbReduceScatter(past, recv, c, dt, (gbRedOp_t)op, R->comm, R->stream);
+    if (res != gbInvalidArgument)
+      DIE("%s: sendbuff one element past in place returned %d, want gbInvalidArgument", what, (int)res);
+  }
   if (C->kind == K_ALLREDUCE) {
     res = gbAllReduce(send, recv, c, dt, (gbRedOp_t)op, R->comm, R->stream);
   } else if (isRed) {
@@ -300,6 +311,12 @@ static void runMoving(run_t* R, const case_t* C) {
   } else if (C->inPlace) {
     send = (char*)R->dRecv + (size_t)me * c * es;
     if (c) CHECK_GB(gbMemcpyToDevice((char*)send, R->in, c * es));
+    /* One element past this rank's block overlaps without being in place. */
+    gbResult_t bad = c >= 2 ? gbAllGather((const char*)send + es, R->dRecv, c, dt, R->comm, R->stream)
+                            : gbInvalidArgument;
+    if (bad != gbInvalidArgument)
+      DIE("%s: gbAllGather with sendbuff one element past in place returned %d, want gbInvalidArgument", what,
+          (int)bad);
   } else if (inCount) {
     CHECK_GB(gbMemcpyToDevice(R->dSend, R->in, inCount * es));
   }
