@@ -11,7 +11,10 @@
  * (or send/recv group)
  * (enqueue + gbStreamSynchronize + gbCommGetAsyncError) and prints
  * "error after X.XX s: <gbGetLastError text>" and exits 1 when it sees an
- * error, or "no error after X.XX s" and exits 2 when it does not.
+ * error, or "no error after X.XX s" and exits 2 when it does not. Before an
+ * error line it prints "began at T" (T: when the timing began, seconds of
+ * CLOCK_MONOTONIC, which every process of the machine shares), so a driver
+ * can tell a survivor that began late from one that took long.
  *
  * Loop (start-up over and over): every rank inits from the environment,
  * splits the communicator (one color, the same order, so the child's rank
@@ -67,6 +70,7 @@ static void oneLine(const char* in, char* out, size_t len) {
 static void reportError(double t0, const char* text) {
   char line[8192];
   oneLine(text, line, sizeof(line));
+  printf("began at %.3f\n", t0);
   printf("error after %.2f s: %s\n", nowS() - t0, line);
   leave(1);
 }
