@@ -16,7 +16,10 @@ Cases (each with KILL and with STOP; victim drawn from the seed):
               varied moment of some start-up; every survivor's error must
               name the victim and blame no survivor for a closed connection,
               also behind a chain of waits (a survivor that waited on the
-              victim, while this rank waited on it)
+              victim, while this rank waited on it); two chains are not
+              told yet and pass when they name what they can: the root at
+              the next cycle's rendezvous, and a survivor that got no
+              verdict from the dying root
 Rank program and verdict lines are test_faults.py's (rank_faults.c). Checks
 per trial: every survivor prints "error after X s: <text>" with a text (an
 external signal that came after the all-reduce may also leave "no error
@@ -100,14 +103,31 @@ def named_ranks(text):
 _NEXT_ROOT = re.compile(r"could not reach the rendezvous root .*check that rank 0")
 
 
-def names_victim(text, victim):
+# A rank waiting for the connection of a survivor that got no verdict: the
+# root, rank 0, died while handing the verdicts out, so that survivor never
+# learned the others' addresses to tell them (ARCHITECTURE, Failure: not
+# told yet). Its own error names the root.
+_NOT_CONNECTED = re.compile(r"\brank (\d+) did not connect \(group ")
+_NO_VERDICT = "got no verdict from the rendezvous root"
+
+
+def no_verdict_behind(text, victim, lines):
+    m = _NOT_CONNECTED.search(text)
+    if victim != 0 or not m:
+        return False
+    other = verdict(lines, int(m.group(1))) or ""
+    return _NO_VERDICT in other
+
+
+def names_victim(text, victim, lines):
     """Whether a start-up error names the victim and blames no survivor for
     a closed connection: a survivor that failed first says who failed, in
     its shutdown, in its answer to a connection it never took or in a notice
     to a rank that waited for its connection, and a survivor this rank timed
     out on is asked whom it waited on."""
     closers = [int(x) for x in _CLOSER.findall(text)]
-    return all(c == victim for c in closers) and (victim in named_ranks(text) or _NEXT_ROOT.search(text) is not None)
+    return all(c == victim for c in closers) and (victim in named_ranks(text) or _NEXT_ROOT.search(text) is not None
+                                                  or no_verdict_behind(text, victim, lines))
 
 
 def signal_pid(pid, sig):
@@ -174,7 +194,7 @@ def trial(suite, rng, case, sig, index):
                         "%s: rank %d's error comes within %d s of the last survivor's start, with a text"
                         % (name, r, LIMIT), "%s\n(the last survivor began %.2f s after this rank)" % (line, late))
         if m and case == "loop":
-            suite.check(names_victim(text, victim), "%s: rank %d's error names the victim, rank %d" % (name, r, victim),
+            suite.check(names_victim(text, victim, lines), "%s: rank %d's error names the victim, rank %d" % (name, r, victim),
                         line)
     suite.check(not res.timed_out, "%s: the launcher ends" % name, detail)
     if case != "external":
