@@ -194,8 +194,8 @@ def trial(suite, rng, case, sig, index):
                         "%s: rank %d's error comes within %d s of the last survivor's start, with a text"
                         % (name, r, LIMIT), "%s\n(the last survivor began %.2f s after this rank)" % (line, late))
         if m and case == "loop":
-            suite.check(names_victim(text, victim, lines), "%s: rank %d's error names the victim, rank %d" % (name, r, victim),
-                        line)
+            suite.check(names_victim(text, victim, lines),
+                        "%s: rank %d's error names the victim, rank %d" % (name, r, victim), line)
     suite.check(not res.timed_out, "%s: the launcher ends" % name, detail)
     if case != "external":
         suite.check(res.rc != 0, "%s: the launcher exits non-zero" % name, detail)
