@@ -85,7 +85,7 @@ need-tools:
 # output is kept whole so that checks they skipped are listed too.
 define ctest_summary
 cd $(1) && rm -f Testing/junit.xml && { \
-  ctest --output-on-failure -j $(JOBS) --test-output-size-passed 4000000 --output-junit Testing/junit.xml $(2); \
+  ctest --output-on-failure -j $(JOBS) --test-output-size-passed 4000000 --test-output-size-failed 4000000 --output-junit Testing/junit.xml $(2); \
   rc=$$?; $(3) $(CURDIR)/tests/tools/summarize_skips.py Testing/junit.xml --ctest-rc $$rc --may-skip gpu --name 'make $@'; }
 endef
 

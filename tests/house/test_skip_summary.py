@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The end of `make test` (tests/tools/summarize_skips.py) on JUnit files that
 a real CTest writes for a small project: a suite that skips without a GPU is
-allowed (labelled gpu, or named test_gpu_*), any other skip fails with the suite's reason, a failed CTest fails,
-checks skipped inside a passing suite are listed, and a missing file fails."""
+allowed (labelled gpu, or named test_gpu_*), any other skip fails with the suite's reason, a failed CTest fails
+and its FAIL lines (else its last lines) are repeated at the end, checks skipped inside a passing suite are listed, and a missing file fails."""
 import os
 import shutil
 import subprocess
@@ -22,7 +22,8 @@ add_test(NAME mp/skip COMMAND sh -c "echo 'SKIP: mpirun not installed'; exit 77"
 set_tests_properties(mp/skip PROPERTIES SKIP_RETURN_CODE 77 LABELS mp)
 add_test(NAME python/test_gpu_backend COMMAND sh -c "echo 'SKIP: needs a CUDA GPU (torch sees none)'; exit 77")
 set_tests_properties(python/test_gpu_backend PROPERTIES SKIP_RETURN_CODE 77 LABELS python)
-add_test(NAME bad COMMAND sh -c "exit 1")
+add_test(NAME bad COMMAND sh -c "seq 1 3000; echo 'FAIL the sum is 3, not 4'; seq 1 3000; exit 1")
+add_test(NAME quiet COMMAND sh -c "seq 1 3000; echo 'Assertion failed: n > 0'; exit 1")
 """
 
 checks = {"passed": 0, "failed": 0}
@@ -63,7 +64,7 @@ def main():
             print("FAIL: cmake could not configure the sample project\n" + cfg.stdout + cfg.stderr)
             sys.exit(1)
 
-        ct, rc, out = summarize(build, ["-E", "mp/skip|bad"])
+        ct, rc, out = summarize(build, ["-E", "mp/skip|bad|quiet"])
         check(ct == 0 and rc == 0, "a GPU suite's skip passes (ctest %d, summary %d)" % (ct, rc), out)
         check(listed(out, "gpu/skip", "no NVIDIA GPU (nvidia-smi not found)") and "NOT ALLOWED" not in out,
               "the GPU suite's skip is listed with its reason", out)
@@ -73,7 +74,7 @@ def main():
               "a check skipped inside a passing suite is listed (after 3000 lines of output)", out)
         check(out.rstrip().endswith("tests: 1 passed, 0 failed, 2 skipped"), "the last line counts them", out)
 
-        ct, rc, out = summarize(build, ["-E", "bad"])
+        ct, rc, out = summarize(build, ["-E", "bad|quiet"])
         check(ct == 0 and rc == 1, "another suite's skip fails although CTest passed (ctest %d, summary %d)"
               % (ct, rc), out)
         check(listed(out, "mp/skip", "mpirun not installed  NOT ALLOWED"), "that skip is marked with its reason", out)
@@ -82,6 +83,12 @@ def main():
         ct, rc, out = summarize(build, ["-R", "^bad$"])
         check(ct != 0 and rc == 1 and "CTest exited %d" % ct in out, "a failed test fails (ctest %d, summary %d)"
               % (ct, rc), out)
+        check(listed(out, "bad", "FAIL the sum is 3, not 4") and not listed(out, "bad", "3000"),
+              "its FAIL line, between 6000 others, is repeated, and no other line of it", out)
+
+        ct, rc, out = summarize(build, ["-R", "^quiet$"])
+        check(rc == 1 and listed(out, "quiet", "Assertion failed: n > 0") and listed(out, "quiet", "3000"),
+              "a failed test without FAIL lines has its last lines repeated", out)
 
         missing = subprocess.run([sys.executable, SCRIPT, os.path.join(tmp, "none.xml")], capture_output=True,
                                  text=True, timeout=60)

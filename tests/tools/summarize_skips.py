@@ -9,7 +9,10 @@ without a GPU cannot run them): those labelled gpu, and those named
 test_gpu_* in any folder (python/test_gpu_backend). Any other skipped test
 fails `make test`, since everything it needs is installed by `make test`.
 Checks skipped inside suites that passed (lines starting with "SKIP") are
-listed too, for information.
+listed too, for information. For each failed test, its lines starting with
+"FAIL" (the first 12; else its output's last lines) and any line naming a
+replay are repeated, so the end of a log that is cut in the middle still says
+which check failed.
 
 usage: summarize_skips.py JUNIT_XML [--ctest-rc N] [--may-skip LABEL ...] [--may-skip-name REGEX]
                           [--name "make test"]
@@ -30,13 +33,24 @@ def skip_lines(text):
     return [line.strip() for line in (text or "").splitlines() if line.startswith("SKIP")]
 
 
+FAIL_LINES = 12
+TAIL_LINES = 6
+
+
+def fail_lines(text):
+    """What a failed test's output says failed: its FAIL lines and replay lines, else its last lines."""
+    lines = (text or "").splitlines()
+    fails = [line for line in lines if line.startswith("FAIL") or "replay:" in line][:FAIL_LINES]
+    return [line[:400] for line in (fails or lines[-TAIL_LINES:])]
+
+
 def reason_of(line):
     """'SKIP: mpirun not installed' -> 'mpirun not installed'."""
     return line[len("SKIP"):].lstrip(" :") or line
 
 
 def read_tests(path):
-    """One dict per test case: name, status (passed, failed, skipped), labels, reason, skips."""
+    """One dict per test case: name, status (passed, failed, skipped), labels, reason, skips, fails."""
     tests = []
     for case in ET.parse(path).getroot().iter("testcase"):
         labels = []
@@ -53,7 +67,8 @@ def read_tests(path):
             reason = reason_of(lines[-1]) if lines else "no SKIP line in its output (CTest: %s)" % (
                 ctest_says or case.get("status"))
         tests.append({"name": case.get("name"), "status": status, "labels": labels, "reason": reason,
-                      "skips": lines if status == "passed" else []})
+                      "skips": lines if status == "passed" else [],
+                      "fails": fail_lines(out) if status == "failed" else []})
     return tests
 
 
@@ -74,6 +89,10 @@ def summarize(tests, ctest_rc, may_skip, may_skip_name=GPU_NAMES, name="make tes
     if inner:
         out.append("Checks skipped inside suites that passed:")
         out += ["  %-*s  %s" % (width, test, line) for test, line in inner]
+    failed = [t for t in tests if t["fails"]]
+    if failed:
+        out.append("What the failed tests say failed (their FAIL lines, else their last lines):")
+        out += ["  %-*s  %s" % (width, t["name"], line) for t in failed for line in t["fails"]]
     out.append("tests: %d passed, %d failed, %d skipped" % (count["passed"], count["failed"], count["skipped"]))
     if not tests:
         out.append("%s: FAILED: CTest ran no test" % name)
