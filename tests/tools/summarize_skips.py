@@ -10,9 +10,9 @@ test_gpu_* in any folder (python/test_gpu_backend). Any other skipped test
 fails `make test`, since everything it needs is installed by `make test`.
 Checks skipped inside suites that passed (lines starting with "SKIP") are
 listed too, for information. For each failed test, its lines starting with
-"FAIL" (the first 12; else its output's last lines) and any line naming a
-replay are repeated, so the end of a log that is cut in the middle still says
-which check failed.
+"FAIL" (the first 12, each once; else its output's last lines) and any line
+naming a replay are repeated, so the end of a log that is cut in the middle
+still says which check failed.
 
 usage: summarize_skips.py JUNIT_XML [--ctest-rc N] [--may-skip LABEL ...] [--may-skip-name REGEX]
                           [--name "make test"]
@@ -38,9 +38,10 @@ TAIL_LINES = 6
 
 
 def fail_lines(text):
-    """What a failed test's output says failed: its FAIL lines and replay lines, else its last lines."""
+    """What a failed test's output says failed: its FAIL lines and replay lines, each once (the
+    tests/mp suites print their failed checks again before their count), else its last lines."""
     lines = (text or "").splitlines()
-    fails = [line for line in lines if line.startswith("FAIL") or "replay:" in line][:FAIL_LINES]
+    fails = list(dict.fromkeys(line for line in lines if line.startswith("FAIL") or "replay:" in line))[:FAIL_LINES]
     return [line[:400] for line in (fails or lines[-TAIL_LINES:])]
 
 
