@@ -333,7 +333,8 @@ gbResult_t gbCommInitCore(gbComm_t c, int nranks, const gbBootId_t* id, int rank
   static const char zeros[64];
   GB_CHECK_GOTO(c->dev->memcpyToDevice(c->scratchDev, zeros, sizeof(zeros)), res, done); /* gbBarrier sums it */
   GB_CHECK_GOTO(gbCommTraceCreate(c), res, done);
-  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbCommTraceOnStep, c};
+  gbProxyConfig_t pc = {c->settings.timeoutSec, &c->abortFlag, onProxyError, gbCommTraceOnStep, c,
+                        c->stageCtx.pollNs};
   GB_CHECK_GOTO(gbProxyCreate(&pc, &c->proxy), res, done);
   c->stageCtx.proxy = c->proxy;
   GB_CHECK_GOTO(gbCommStagesSetup(c, probes), res, done);

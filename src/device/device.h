@@ -215,6 +215,10 @@ const gbDeviceOps* gbDeviceUnusableOps(void);
  * the flag's error, gbTimeout, or gbRemoteError when aborted. */
 gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
                           const atomic_int* abortFlag);
+/* gbFlagWaitHost's one look, without waiting: 1 when that wait would be
+ * over now, *res saying how (gbSuccess, the flag's error, or gbRemoteError
+ * when aborted); 0 while it would go on. */
+int gbFlagTestHost(gbFlag_t* flag, uint64_t value, const atomic_int* abortFlag, gbResult_t* res);
 /* How long a stream waits for flag: its timeoutSec plus the margin, or
  * fallbackSec (GPUBRIDGE_TIMEOUT's plus the margin) when its owner set none. */
 double gbFlagStreamWaitSec(const gbFlag_t* flag, double fallbackSec);

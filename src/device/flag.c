@@ -112,6 +112,10 @@ static int check(gbFlag_t* flag, uint64_t target, const atomic_int* abortFlag, g
   return 0;
 }
 
+int gbFlagTestHost(gbFlag_t* flag, uint64_t value, const atomic_int* abortFlag, gbResult_t* res) {
+  return check(flag, value, abortFlag, res);
+}
+
 gbResult_t gbFlagWaitHost(gbFlag_t* flag, uint64_t value, double timeoutSec,
                           const atomic_int* abortFlag) {
   gbResult_t res = gbSuccess;

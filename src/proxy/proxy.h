@@ -2,6 +2,8 @@
  * its input to be staged (a flag a stream sets), runs its closure (a host
  * collective, a counter step, an exchange), and releases the stream with
  * another flag; dead-peer detection lives in the closures, deadlines here.
+ * Watches (gbProxyOp_t.watch) are the exception to the order: they end when
+ * what they watch happens, beside the steps after them.
  * After a failure every later step releases its flag with the error at once,
  * so no stream waits forever. */
 #ifndef GB_PROXY_PROXY_H
@@ -35,6 +37,13 @@ typedef struct {
   void* trace;               /* the caller's flight-recorder entry (NULL: none), for onStep */
   int traceRole;             /* what the step is for the recorder (trace/trace.h) */
   uint32_t chunk, nchunks;   /* this step's index among its call's host steps, and their number */
+  /* A watch: fn only looks at flags (it sends nothing, and no stream waits
+   * for its done flag before later steps run) and returns gbInProgress
+   * while what it watches has not happened. Once its ready flag is in, the
+   * proxy keeps it aside and looks again between later steps and while it
+   * has nothing else to run, so a later step (the next call's check) does
+   * not wait behind it. */
+  int watch;
 } gbProxyOp_t;
 
 /* onStep's events, for a step with a trace: it was posted (on the
@@ -55,6 +64,7 @@ typedef struct {
    * call comes before the step's done flag is set. */
   void (*onStep)(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent);
   void* ctx;
+  int64_t pollNs; /* the longest nap between looks at watches (0: os/backoff.h's GB_OS_SLEEP_MAX_NS) */
 } gbProxyConfig_t;
 
 gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out);

@@ -122,9 +122,12 @@ static gbResult_t peerProblem(const gbSharedSlots_t* sh, int k, int checkLife, c
 static gbResult_t counterStep(void* arg) {
   gbSharedStep_t* st = arg;
   gbSharedSlots_t* sh = st->sh;
-  if (st->publish) atomic_store_explicit(st->publish, st->use, memory_order_release);
-  int64_t start = gbClockNowNs(), deadline = start + (int64_t)(sh->ctx.timeoutSec * 1e9);
-  for (int looks = 0;; looks++) {
+  if (st->looks == 0) {
+    if (st->publish) atomic_store_explicit(st->publish, st->use, memory_order_release);
+    st->start = gbClockNowNs();
+  }
+  int64_t deadline = st->start + (int64_t)(sh->ctx.timeoutSec * 1e9);
+  for (;; st->looks++) {
     int waiting = -1;
     for (int i = 0; i < st->nwait && waiting < 0; i++)
       for (int j = 0; j < (st->span > 1 ? st->span : 1) && waiting < 0; j++) {
@@ -136,7 +139,7 @@ static gbResult_t counterStep(void* arg) {
       st->passed = 1;
       return gbSuccess;
     }
-    GB_CHECK(peerProblem(sh, waiting, looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
+    GB_CHECK(peerProblem(sh, waiting, st->looks % LIVENESS_EVERY == LIVENESS_EVERY - 1, st));
     if (sh->ctx.abortFlag && atomic_load_explicit(sh->ctx.abortFlag, memory_order_acquire))
       return gbErrorSet(gbRemoteError, "%s: the communicator was aborted", sh->name);
     int64_t now = gbClockNowNs();
@@ -148,7 +151,11 @@ static gbResult_t counterStep(void* arg) {
                                   sh->name, sh->ranks[waiting], sh->ctx.timeoutSec, st->what, st->slot);
       return blame(res, &(gbNetCause_t){.faultRank = sh->ranks[waiting], .seenBy = -1, .code = gbTimeout});
     }
-    gbOsBackoff(now - start, GB_OS_YIELD_UNWOKEN_NS, sh->ctx.pollNs);
+    if (st->watch) {
+      st->looks++;
+      return gbInProgress; /* the proxy looks again (proxy.h) */
+    }
+    gbOsBackoff(now - st->start, GB_OS_YIELD_UNWOKEN_NS, sh->ctx.pollNs);
   }
 }
 
@@ -169,7 +176,10 @@ gbResult_t gbSharedPostStep(const gbSharedStep_t* step, const gbProxyOp_t* tag, 
   }
   *st = *step;
   st->passed = 0;
-  gbResult_t res = gbStagePost(&step->sh->ctx, tag, counterStep, st, freeStep, ready, readyValue, done, doneValue);
+  st->looks = 0;
+  gbProxyOp_t op = *tag;
+  op.watch = step->watch;
+  gbResult_t res = gbStagePost(&step->sh->ctx, &op, counterStep, st, freeStep, ready, readyValue, done, doneValue);
   if (res != gbSuccess) freeStep(st);
   return res;
 }

@@ -186,7 +186,10 @@ size_t gbSharedExchangeOffset(const gbSharedSlots_t* sh, int member, uint64_t us
  * failed or died. Then group (NULL: none) counts bytes as sent. `what`
  * says what is awaited ("to stage"), for messages. watch: the counters are
  * this member's signals, which its streams wait on themselves; when the
- * step fails or never runs, it releases them (gbSharedRelease). */
+ * step fails or never runs, it releases them (gbSharedRelease). A watch is
+ * the proxy's (gbProxyOp_t.watch): each run looks once and says
+ * gbInProgress while a counter is short, its deadline counted from the
+ * first; any other step waits in its run. */
 typedef struct {
   gbSharedSlots_t* sh;
   size_t slot;
@@ -200,6 +203,8 @@ typedef struct {
   uint64_t bytes;
   int watch;
   int passed;          /* set by the step when every counter arrived */
+  int looks;           /* how often it looked (0: it has not begun) */
+  int64_t start;       /* when it began (ns) */
   int span;            /* each wait[i] is the first of span counters a gbFlag_t apart (0: one) */
 } gbSharedStep_t;
 

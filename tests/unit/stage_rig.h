@@ -132,7 +132,7 @@ static inline void* rigMemberMain(void* arg) {
   }
   m->g.pieceBytes = 4096;
   m->g.ringMinBytes = 1 << 20;
-  gbProxyConfig_t pc = {RIG_TIMEOUT_SEC, &r->abortFlag, rigOnProxyError, NULL, m};
+  gbProxyConfig_t pc = {RIG_TIMEOUT_SEC, &r->abortFlag, rigOnProxyError, NULL, m, 0};
   if (gbProxyCreate(&pc, &proxy) != gbSuccess || dev->streamCreate(&m->stream) != gbSuccess) {
     rigFail(r, "member %d: no proxy or stream: %s", m->me, gbErrorLast());
     goto done;
