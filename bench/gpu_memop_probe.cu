@@ -79,7 +79,9 @@ static float median(float* t) {
   return t[TRIES / 2];
 }
 
-static float timeVariant(int v, size_t chunk) {
+/* The 256 MiB in chunks one way (dir 0 out, 1 in), variant v's memory
+ * operations after each chunk (V_COPY: none); the median of TRIES. */
+static float timeCopies(int dir, int v, size_t chunk) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -87,7 +89,8 @@ static float timeVariant(int v, size_t chunk) {
   for (int r = 0; r < TRIES; r++) {
     CK(cudaEventRecord(e0, a));
     for (size_t k = 0; k < TOTAL / chunk; k++) {
-      CK(cudaMemcpyAsync(host + k * chunk, dev + k * chunk, chunk, cudaMemcpyDeviceToHost, a));
+      CK(cudaMemcpyAsync(dir ? dev + k * chunk : host + k * chunk, dir ? host + k * chunk : dev + k * chunk, chunk,
+                         dir ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, a));
       memops(v, k + (size_t)r * 4096);
     }
     CK(cudaEventRecord(e1, a));
@@ -97,27 +100,13 @@ static float timeVariant(int v, size_t chunk) {
   return median(t);
 }
 
+static float timeVariant(int v, size_t chunk) { return timeCopies(0, v, chunk); }
+
 /* A copies chunk k out and tells B (a flag, or an event); B waits and copies it back in. */
 static float timeHandover(int useFlag, size_t chunk, unsigned long long base);
 
-/* The 256 MiB in 16 MiB chunks one way (dir 0 out, 1 in), or out then in (2). */
-static float timeWay(int dir, size_t chunk) {
-  if (dir == 2) return timeHandover(0, chunk, 0);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  float t[TRIES];
-  for (int r = 0; r < TRIES; r++) {
-    CK(cudaEventRecord(e0, a));
-    for (size_t k = 0; k < TOTAL / chunk; k++)
-      CK(cudaMemcpyAsync(dir ? dev + k * chunk : host + k * chunk, dir ? host + k * chunk : dev + k * chunk, chunk,
-                         dir ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, a));
-    CK(cudaEventRecord(e1, a));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&t[r], e0, e1));
-  }
-  return median(t);
-}
+/* One way (dir 0 out, 1 in), or out then in (2). */
+static float timeWay(int dir, size_t chunk) { return dir == 2 ? timeHandover(0, chunk, 0) : timeCopies(dir, V_COPY, chunk); }
 
 /* A memfd segment as the bridge makes one, registered; huge: MADV_HUGEPAGE first. */
 static char* memfdHost(int huge) {
