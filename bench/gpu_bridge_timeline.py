@@ -106,9 +106,9 @@ def main():
     rank, ranks = dist.get_rank(), dist.get_world_size()
     handle = gpubridge.api._resolve(None, "gpu_bridge_timeline").handle
     os.makedirs(a.out, exist_ok=True)
-    sizes = [size_arg(s) for s in a.sizes.split(",")]
+    sizes = [max(1, size_arg(s) // 4) * 4 for s in a.sizes.split(",")]  # whole fp32 elements
     for size in sizes:
-        x = torch.ones(max(1, size // 4), device="cuda")
+        x = torch.ones(size // 4, device="cuda")
 
         def call():
             _lib.all_reduce(x.data_ptr(), x.data_ptr(), x.numel(), _lib.FLOAT32, _lib.SUM, handle,
@@ -121,11 +121,11 @@ def main():
             for _ in range(a.n):
                 call()
             torch.cuda.synchronize()
-        prof.export_chrome_trace(trace_path(a.out, x.numel() * 4, rank))
+        prof.export_chrome_trace(trace_path(a.out, size, rank))
     dist.barrier()
     if rank == 0:
         for size in sizes:
-            report(a.out, max(1, size // 4) * 4, ranks, a.gap, a.last)
+            report(a.out, size, ranks, a.gap, a.last)
     dist.destroy_process_group()
 
 

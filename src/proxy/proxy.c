@@ -157,8 +157,8 @@ static size_t lookAtWatches(gbProxy_t* p) {
   return ended;
 }
 
-/* With only watches left (lock held): a nap that a posted step ends at
- * once. Nothing waits on a watch's end, so the nap is long where the
+/* With only watches left (lock held): a nap that a posted step other than
+ * a watch ends at once. Nothing waits on a watch's end, so the nap is long where the
  * proxy's looks would take a core from the streams it watches (host memory:
  * ranks may fill the cores; `make bench-gloo` on 2 cores, 64 MiB: naps from
  * 20 us 15.4 ms a call; 1 ms naps, with no wake-up for a posted watch,

@@ -64,7 +64,8 @@ typedef struct {
    * call comes before the step's done flag is set. */
   void (*onStep)(void* ctx, const gbProxyOp_t* op, int event, gbResult_t res, uint64_t bytesSent);
   void* ctx;
-  int64_t pollNs; /* the longest nap between looks at watches (0: os/backoff.h's GB_OS_SLEEP_MAX_NS) */
+  int64_t pollNs; /* the nap between looks at watches when nothing else is queued (0: os/backoff.h's
+                     GB_OS_SLEEP_MAX_NS) */
 } gbProxyConfig_t;
 
 gbResult_t gbProxyCreate(const gbProxyConfig_t* cfg, gbProxy_t** out);
